@@ -1,0 +1,202 @@
+"""Checks that store input can be kept exactly as given, on any backend.
+
+Every store runs these before writing anything, so a bad call fails with an
+:class:`InvalidMemoryInputError` naming what was wrong and leaves storage
+untouched. The rules are those every supported database can honour alike:
+JSON objects with string keys, finite numbers, 64-bit integers, and strings
+without U+0000 or lone surrogates (PostgreSQL's ``jsonb`` refuses both, so
+they are refused everywhere rather than kept on some backends only).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidMemoryInputError
+from .types import MemoryAppendInput, MemoryContext, MemoryErrorInput, Message
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class InputLimits:
+    """Bounds on what a store accepts; ``None`` lifts a size bound."""
+
+    max_id_length: int = 255
+    max_message_bytes: int | None = 8 * 1024 * 1024
+    max_depth: int = 100
+
+
+DEFAULT_LIMITS = InputLimits()
+
+
+def validate_identifier(value: object, name: str, limits: InputLimits, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise InvalidMemoryInputError(
+            f"must be a string, not {type(value).__name__}", path=name
+        )
+    if not value.strip():
+        raise InvalidMemoryInputError("must not be empty or whitespace", path=name)
+    if len(value) > limits.max_id_length:
+        raise InvalidMemoryInputError(
+            f"is {len(value)} characters long; the maximum is {limits.max_id_length}",
+            path=name,
+        )
+    _check_text(value, name)
+
+
+def validate_context(context: object, limits: InputLimits = DEFAULT_LIMITS) -> MemoryContext:
+    if not isinstance(context, MemoryContext):
+        raise InvalidMemoryInputError(
+            f"must be a MemoryContext, not {type(context).__name__}", path="context"
+        )
+    validate_identifier(context.session_id, "context.session_id", limits, optional=False)
+    validate_identifier(context.user_id, "context.user_id", limits, optional=True)
+    if context.metadata is not None:
+        if not isinstance(context.metadata, dict):
+            raise InvalidMemoryInputError(
+                f"must be a JSON object, not {type(context.metadata).__name__}",
+                path="context.metadata",
+            )
+        encode_json(context.metadata, "context.metadata", limits)
+    return context
+
+
+def validate_append(
+    input: MemoryAppendInput, limits: InputLimits = DEFAULT_LIMITS
+) -> list[str]:
+    """Validate an append; return each message encoded as compact JSON."""
+    if not isinstance(input, MemoryAppendInput):
+        raise InvalidMemoryInputError(
+            f"must be a MemoryAppendInput, not {type(input).__name__}", path="input"
+        )
+    validate_context(input.context, limits)
+    validate_identifier(input.run_id, "run_id", limits, optional=False)
+    if isinstance(input.turn, bool) or not isinstance(input.turn, int):
+        raise InvalidMemoryInputError(
+            f"must be an int, not {type(input.turn).__name__}", path="turn"
+        )
+    if not 1 <= input.turn <= INT64_MAX:
+        raise InvalidMemoryInputError("must be a positive integer (turns are 1-based)", path="turn")
+    return validate_messages(input.messages, limits)
+
+
+def validate_error_input(
+    input: MemoryErrorInput, limits: InputLimits = DEFAULT_LIMITS
+) -> list[str]:
+    if not isinstance(input, MemoryErrorInput):
+        raise InvalidMemoryInputError(
+            f"must be a MemoryErrorInput, not {type(input).__name__}", path="input"
+        )
+    validate_context(input.context, limits)
+    validate_identifier(input.run_id, "run_id", limits, optional=False)
+    if not isinstance(input.error, BaseException):
+        raise InvalidMemoryInputError(
+            f"must be an exception, not {type(input.error).__name__}", path="error"
+        )
+    return validate_messages(input.messages, limits)
+
+
+def validate_messages(messages: object, limits: InputLimits = DEFAULT_LIMITS) -> list[str]:
+    if not isinstance(messages, list):
+        raise InvalidMemoryInputError(
+            f"must be a list of messages, not {type(messages).__name__}", path="messages"
+        )
+    return [validate_message(m, f"messages[{i}]", limits) for i, m in enumerate(messages)]
+
+
+def validate_message(message: object, path: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
+    if not isinstance(message, dict):
+        raise InvalidMemoryInputError(
+            f"must be a JSON object, not {type(message).__name__}", path=path
+        )
+    role = message.get("role")
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidMemoryInputError('needs a non-empty string "role"', path=path)
+    return encode_json(message, path, limits)
+
+
+def encode_json(value: Message, path: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
+    """Check ``value`` round-trips through JSON unchanged, and encode it."""
+    _check_tree(value, path, limits.max_depth)
+    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    limit = limits.max_message_bytes
+    if limit is not None and len(encoded) * 4 > limit:
+        size = len(encoded.encode("utf-8"))
+        if size > limit:
+            raise InvalidMemoryInputError(
+                f"is {size} bytes as JSON; the maximum is {limit}", path=path
+            )
+    return encoded
+
+
+def _check_tree(root: Any, root_path: str, max_depth: int) -> None:
+    # Iterative, so a deeply nested (or self-referencing) value cannot exhaust
+    # the interpreter's stack before we get to say what is wrong with it.
+    stack: list[tuple[Any, str | int | None, int, str]] = [(root, None, 0, root_path)]
+    while stack:
+        value, key, depth, parent = stack.pop()
+        if value is None or value is True or value is False:
+            continue
+        if isinstance(value, str):
+            _check_text(value, parent, key)
+        elif isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise InvalidMemoryInputError(
+                    "integer does not fit in 64 bits", path=_join(parent, key)
+                )
+        elif isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise InvalidMemoryInputError(
+                    "NaN and infinity are not JSON", path=_join(parent, key)
+                )
+        elif isinstance(value, dict | list):
+            here = _join(parent, key)
+            if depth >= max_depth:
+                raise InvalidMemoryInputError(
+                    f"is nested deeper than {max_depth} levels", path=here
+                )
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    if not isinstance(k, str):
+                        raise InvalidMemoryInputError(
+                            f"has a {type(k).__name__} key; JSON keys are strings", path=here
+                        )
+                    _check_text(k, here, None, what="key")
+                    stack.append((v, k, depth + 1, here))
+            else:
+                stack.extend((v, i, depth + 1, here) for i, v in enumerate(value))
+        else:
+            raise InvalidMemoryInputError(
+                f"{type(value).__name__} is not a JSON value", path=_join(parent, key)
+            )
+
+
+def _check_text(text: str, parent: str, key: str | int | None = None, *, what: str = "") -> None:
+    subject = f"{what} " if what else ""
+    if "\x00" in text:
+        raise InvalidMemoryInputError(
+            f"{subject}contains U+0000, which cannot be stored", path=_join(parent, key)
+        )
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMemoryInputError(
+            f"{subject}contains a lone surrogate, which is not valid Unicode",
+            path=_join(parent, key),
+        ) from None
+
+
+def _join(parent: str, key: str | int | None) -> str:
+    if key is None:
+        return parent
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}[{json.dumps(key[:40])}]"
