@@ -24,7 +24,8 @@ def new_ref() -> str:
 class Conversation(models.Model):
     ref = models.CharField(max_length=32, unique=True, default=new_ref, editable=False)
     session_id = models.CharField(max_length=ID_MAX_LENGTH, unique=True)
-    user_id = models.CharField(max_length=ID_MAX_LENGTH, null=True, blank=True)
+    # NULL, not "", for "no owner": "" would be a user id like any other.
+    user_id = models.CharField(max_length=ID_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     metadata = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import router
 
-from ..models import Conversation
+from anvia_django.models import Conversation
 
 
 def write_alias(using: str | None) -> str:

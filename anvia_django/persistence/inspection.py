@@ -10,13 +10,14 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.memory.errors import InvalidMemoryInputError
-from ..core.memory.types import (
+from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.types import (
     MemoryConversation,
     MemoryConversationMessage,
     MemoryConversationSummary,
 )
-from ..models import Conversation, MemoryMessage
+from anvia_django.models import Conversation, MemoryMessage
+
 from .databases import read_alias
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")

@@ -13,8 +13,8 @@ from datetime import datetime
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F
 
-from ..core.memory.types import JsonObject
-from ..models import Conversation, new_ref
+from anvia_django.core.memory.types import JsonObject
+from anvia_django.models import Conversation, new_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +64,7 @@ def _upsert(
     meta = Conversation._meta
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
-    columns = {
-        name: quote(meta.get_field(name).column)
-        for name in (
-            "id",
-            "ref",
-            "session_id",
-            "user_id",
-            "metadata",
-            "created_at",
-            "updated_at",
-            "message_count",
-        )
-    }
+    columns = {field.name: quote(field.column) for field in meta.concrete_fields}
     params = [
         new_ref(),
         session_id,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from ..conf import app_settings
-from ..core.memory.types import MemoryContext, Message
-from ..core.memory.validation import validate_context
-from ..core.memory.window import window_start
-from ..models import Conversation, MemoryMessage
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.types import MemoryContext, Message
+from anvia_django.core.memory.validation import validate_context
+from anvia_django.core.memory.window import window_start
+from anvia_django.models import Conversation, MemoryMessage
+
 from .databases import write_alias
 from .scope import check_scope
 

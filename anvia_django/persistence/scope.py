@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..core.memory.errors import ConversationScopeError
+from anvia_django.core.memory.errors import ConversationScopeError
 
 
 def check_scope(owner_user_id: str | None, context_user_id: str | None) -> None:

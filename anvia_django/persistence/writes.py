@@ -13,11 +13,21 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from .. import signals
-from ..conf import app_settings
-from ..core.memory.types import MemoryAppendInput, MemoryContext, MemoryErrorInput, Message
-from ..core.memory.validation import validate_append, validate_context, validate_error_input
-from ..models import Conversation, FailedRun, MemoryMessage
+from anvia_django import signals
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.types import (
+    MemoryAppendInput,
+    MemoryContext,
+    MemoryErrorInput,
+    Message,
+)
+from anvia_django.core.memory.validation import (
+    validate_append,
+    validate_context,
+    validate_error_input,
+)
+from anvia_django.models import Conversation, FailedRun, MemoryMessage
+
 from .databases import write_alias
 from .locking import LockedConversation, lock_conversation
 from .scope import check_scope
