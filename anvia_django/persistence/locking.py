@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F
@@ -64,7 +65,7 @@ def _upsert(
     meta = Conversation._meta
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
-    columns = {field.name: quote(field.column) for field in meta.concrete_fields}
+    columns = {field.name: quote(cast(str, field.column)) for field in meta.concrete_fields}
     params = [
         new_ref(),
         session_id,
