@@ -5,19 +5,39 @@ these functions; none of them queries the models on its own.
 """
 
 from .inspection import (
+    ConversationKey,
+    ConversationPage,
+    FailedRunRecord,
+    FoundConversation,
+    MessagePage,
+    find_conversation,
     get_conversation_with_messages,
+    list_conversation_page,
     list_conversation_summaries,
+    list_failed_runs,
+    list_message_page,
+    validate_after,
     validate_limit,
 )
 from .reads import load_messages
 from .writes import append_messages, clear_conversation, record_failed_run
 
 __all__ = [
+    "ConversationKey",
+    "ConversationPage",
+    "FailedRunRecord",
+    "FoundConversation",
+    "MessagePage",
     "append_messages",
     "clear_conversation",
+    "find_conversation",
     "get_conversation_with_messages",
+    "list_conversation_page",
     "list_conversation_summaries",
+    "list_failed_runs",
+    "list_message_page",
     "load_messages",
     "record_failed_run",
+    "validate_after",
     "validate_limit",
 ]
