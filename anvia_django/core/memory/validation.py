@@ -37,9 +37,7 @@ def validate_identifier(value: object, name: str, limits: InputLimits, *, option
     if value is None and optional:
         return
     if not isinstance(value, str):
-        raise InvalidMemoryInputError(
-            f"must be a string, not {type(value).__name__}", path=name
-        )
+        raise InvalidMemoryInputError(f"must be a string, not {type(value).__name__}", path=name)
     if not value.strip():
         raise InvalidMemoryInputError("must not be empty or whitespace", path=name)
     if len(value) > limits.max_id_length:
@@ -67,9 +65,7 @@ def validate_context(context: object, limits: InputLimits = DEFAULT_LIMITS) -> M
     return context
 
 
-def validate_append(
-    input: MemoryAppendInput, limits: InputLimits = DEFAULT_LIMITS
-) -> list[str]:
+def validate_append(input: MemoryAppendInput, limits: InputLimits = DEFAULT_LIMITS) -> list[str]:
     """Validate an append; return each message encoded as compact JSON."""
     if not isinstance(input, MemoryAppendInput):
         raise InvalidMemoryInputError(
