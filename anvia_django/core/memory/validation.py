@@ -114,6 +114,11 @@ def validate_message(message: object, path: str, limits: InputLimits = DEFAULT_L
     role = message.get("role")
     if not isinstance(role, str) or not role.strip():
         raise InvalidMemoryInputError('needs a non-empty string "role"', path=path)
+    if len(role) > limits.max_id_length:
+        raise InvalidMemoryInputError(
+            f"role is {len(role)} characters long; the maximum is {limits.max_id_length}",
+            path=path,
+        )
     return encode_json(message, path, limits)
 
 

@@ -1,0 +1,111 @@
+"""System checks for the misconfigurations that are easy to make."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
+from django.db import connections, router
+
+from .conf import DEFAULTS, SETTINGS_NAME
+
+
+def register() -> None:
+    checks.register(check_settings, checks.Tags.compatibility)
+    checks.register(check_sqlite_transaction_mode, checks.Tags.database)
+    checks.register(check_use_tz)
+
+
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    configured = getattr(settings, SETTINGS_NAME, {})
+    if not isinstance(configured, dict):
+        return [
+            checks.Error(
+                f"{SETTINGS_NAME} must be a dict, not {type(configured).__name__}.",
+                id="anvia_django.E001",
+            )
+        ]
+    messages: list[checks.CheckMessage] = []
+    for key in sorted(set(configured) - set(DEFAULTS)):
+        messages.append(
+            checks.Warning(
+                f"{SETTINGS_NAME}[{key!r}] is not a setting anvia_django knows; it is ignored.",
+                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                id="anvia_django.W003",
+            )
+        )
+    values = {**DEFAULTS, **configured}
+    default, maximum = values["INSPECTOR_DEFAULT_LIMIT"], values["INSPECTOR_MAX_LIMIT"]
+    if not all(_is_positive_int(v) for v in (default, maximum)) or default > maximum:
+        messages.append(
+            checks.Error(
+                "INSPECTOR_DEFAULT_LIMIT and INSPECTOR_MAX_LIMIT must be positive integers "
+                "with the default not above the maximum.",
+                id="anvia_django.E002",
+            )
+        )
+    size = values["MAX_MESSAGE_BYTES"]
+    if size is not None and not _is_positive_int(size):
+        messages.append(
+            checks.Error(
+                "MAX_MESSAGE_BYTES must be a positive integer or None.", id="anvia_django.E003"
+            )
+        )
+    if not _is_positive_int(values["MAX_NESTING_DEPTH"]):
+        messages.append(
+            checks.Error("MAX_NESTING_DEPTH must be a positive integer.", id="anvia_django.E004")
+        )
+    return messages
+
+
+def check_sqlite_transaction_mode(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    from .models import Conversation
+
+    messages: list[checks.CheckMessage] = []
+    for alias in connections:
+        settings_dict = connections.settings[alias]
+        if not settings_dict["ENGINE"].endswith("sqlite3"):
+            continue
+        if not router.allow_migrate_model(alias, Conversation):
+            continue
+        mode = (settings_dict.get("OPTIONS") or {}).get("transaction_mode")
+        if str(mode).upper() != "IMMEDIATE":
+            messages.append(
+                checks.Warning(
+                    f"SQLite database {alias!r} stores agent memory without "
+                    "transaction_mode 'IMMEDIATE'; concurrent writers can fail with "
+                    "'database is locked'.",
+                    hint=f'Add "OPTIONS": {{"transaction_mode": "IMMEDIATE"}} to '
+                    f"DATABASES[{alias!r}].",
+                    id="anvia_django.W001",
+                )
+            )
+    return messages
+
+
+def check_use_tz(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    if settings.USE_TZ or settings.TIME_ZONE == "UTC":
+        return []
+    return [
+        checks.Warning(
+            "USE_TZ is False: memory timestamps are stored as naive datetimes and read back "
+            "as UTC, which is wrong unless TIME_ZONE is 'UTC'.",
+            hint="Set USE_TZ = True (Django's default).",
+            id="anvia_django.W002",
+        )
+    ]
+
+
+def _is_positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -1,0 +1,67 @@
+"""The ``ANVIA_DJANGO`` settings dict, read at access time.
+
+Reading on every access (instead of freezing values at import) keeps
+``override_settings`` working in tests and costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from .core.memory.validation import InputLimits
+
+SETTINGS_NAME = "ANVIA_DJANGO"
+
+DEFAULTS: dict[str, Any] = {
+    # DRF permission classes (dotted paths or classes) guarding the inspector API.
+    "INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "INSPECTOR_DEFAULT_LIMIT": 50,
+    "INSPECTOR_MAX_LIMIT": 200,
+    # Largest message, as compact UTF-8 JSON, that append accepts; None for no bound.
+    "MAX_MESSAGE_BYTES": 8 * 1024 * 1024,
+    # Deepest nesting of lists and objects inside one message.
+    "MAX_NESTING_DEPTH": 100,
+}
+
+ID_MAX_LENGTH = 255
+"""Longest session id, user id or run id: the width of their columns."""
+
+
+class AppSettings:
+    def _get(self, name: str) -> Any:
+        configured = getattr(settings, SETTINGS_NAME, None) or {}
+        return configured.get(name, DEFAULTS[name])
+
+    @property
+    def INSPECTOR_PERMISSION_CLASSES(self) -> list[Any]:
+        return list(self._get("INSPECTOR_PERMISSION_CLASSES"))
+
+    @property
+    def INSPECTOR_DEFAULT_LIMIT(self) -> int:
+        return int(self._get("INSPECTOR_DEFAULT_LIMIT"))
+
+    @property
+    def INSPECTOR_MAX_LIMIT(self) -> int:
+        return int(self._get("INSPECTOR_MAX_LIMIT"))
+
+    @property
+    def MAX_MESSAGE_BYTES(self) -> int | None:
+        value = self._get("MAX_MESSAGE_BYTES")
+        return None if value is None else int(value)
+
+    @property
+    def MAX_NESTING_DEPTH(self) -> int:
+        return int(self._get("MAX_NESTING_DEPTH"))
+
+    @property
+    def input_limits(self) -> InputLimits:
+        return InputLimits(
+            max_id_length=ID_MAX_LENGTH,
+            max_message_bytes=self.MAX_MESSAGE_BYTES,
+            max_depth=self.MAX_NESTING_DEPTH,
+        )
+
+
+app_settings = AppSettings()

@@ -1,0 +1,23 @@
+"""The synchronous query code: the one source of truth for every read and write.
+
+The async store, the admin, the API and the management commands all call
+these functions; none of them queries the models on its own.
+"""
+
+from .inspection import (
+    get_conversation_with_messages,
+    list_conversation_summaries,
+    validate_limit,
+)
+from .reads import load_messages
+from .writes import append_messages, clear_conversation, record_failed_run
+
+__all__ = [
+    "append_messages",
+    "clear_conversation",
+    "get_conversation_with_messages",
+    "list_conversation_summaries",
+    "load_messages",
+    "record_failed_run",
+    "validate_limit",
+]

@@ -1,0 +1,126 @@
+"""Creating and locking a conversation row, in one statement where possible.
+
+Every write to a conversation first takes its row lock here and reserves the
+positions it will fill. Concurrent writers to one session therefore queue on
+that row, so positions come out gap-free and unique across processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F
+
+from anvia_django.core.memory.types import JsonObject
+from anvia_django.models import Conversation, new_ref
+
+
+@dataclass(frozen=True, slots=True)
+class LockedConversation:
+    id: int
+    ref: str
+    user_id: str | None
+    first_position: int
+    """The position of the first of the reserved messages."""
+
+
+def lock_conversation(
+    using: str,
+    *,
+    session_id: str,
+    user_id: str | None,
+    metadata: JsonObject | None,
+    now: datetime,
+    reserve: int,
+) -> LockedConversation:
+    """Create or lock the session's row and reserve ``reserve`` positions.
+
+    Must run inside ``transaction.atomic(using=using)``; the lock and the
+    reservation last until that transaction ends.
+    """
+    connection = connections[using]
+    if (
+        connection.vendor in ("postgresql", "sqlite")
+        and connection.features.can_return_columns_from_insert
+    ):
+        return _upsert(using, session_id, user_id, metadata, now, reserve)
+    return _select_for_update(using, session_id, user_id, metadata, now, reserve)
+
+
+def _upsert(
+    using: str,
+    session_id: str,
+    user_id: str | None,
+    metadata: JsonObject | None,
+    now: datetime,
+    reserve: int,
+) -> LockedConversation:
+    # INSERT ... ON CONFLICT DO UPDATE takes the row lock (PostgreSQL) or runs
+    # under the database write lock (SQLite) and returns the new count, so
+    # creating, locking and reserving cost one round trip.
+    connection = connections[using]
+    meta = Conversation._meta
+    quote = connection.ops.quote_name
+    table = quote(meta.db_table)
+    columns = {field.name: quote(cast(str, field.column)) for field in meta.concrete_fields}
+    params = [
+        new_ref(),
+        session_id,
+        user_id,
+        meta.get_field("metadata").get_db_prep_save(metadata, connection),
+        meta.get_field("created_at").get_db_prep_save(now, connection),
+        meta.get_field("updated_at").get_db_prep_save(now, connection),
+        reserve,
+    ]
+    sql = (
+        f"INSERT INTO {table} ({columns['ref']}, {columns['session_id']}, {columns['user_id']}, "
+        f"{columns['metadata']}, {columns['created_at']}, {columns['updated_at']}, "
+        f"{columns['message_count']}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        f"ON CONFLICT ({columns['session_id']}) DO UPDATE SET "
+        f"{columns['updated_at']} = EXCLUDED.{columns['updated_at']}, "
+        f"{columns['message_count']} = {table}.{columns['message_count']} "
+        f"+ EXCLUDED.{columns['message_count']}, "
+        f"{columns['metadata']} = COALESCE(EXCLUDED.{columns['metadata']}, "
+        f"{table}.{columns['metadata']}) "
+        f"RETURNING {columns['id']}, {columns['ref']}, {columns['user_id']}, "
+        f"{columns['message_count']}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        conversation_id, ref, owner, count = cursor.fetchone()
+    return LockedConversation(conversation_id, ref, owner, count - reserve)
+
+
+def _select_for_update(
+    using: str,
+    session_id: str,
+    user_id: str | None,
+    metadata: JsonObject | None,
+    now: datetime,
+    reserve: int,
+) -> LockedConversation:
+    # Portable fallback for backends without INSERT ... RETURNING upserts.
+    conversations = Conversation.objects.using(using)
+    row = conversations.select_for_update().filter(session_id=session_id).first()
+    if row is None:
+        try:
+            with transaction.atomic(using=using):
+                row = conversations.create(
+                    session_id=session_id,
+                    user_id=user_id,
+                    metadata=metadata,
+                    created_at=now,
+                    updated_at=now,
+                    message_count=0,
+                )
+        except IntegrityError:
+            # Another writer created it first; its commit released the row.
+            row = conversations.select_for_update().get(session_id=session_id)
+    changes: dict[str, object] = {"updated_at": now, "message_count": F("message_count") + reserve}
+    if metadata is not None:
+        changes["metadata"] = metadata
+    conversations.filter(pk=row.pk).update(**changes)
+    return LockedConversation(row.pk, row.ref, row.user_id, row.message_count)

@@ -1,0 +1,183 @@
+"""Every write to memory: append, clear and record a failed run.
+
+Each function is one transaction: it validates first, then either does all
+of its work or none of it. Signals go out only after the commit.
+"""
+
+from __future__ import annotations
+
+import traceback
+from datetime import datetime
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from anvia_django import signals
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.types import (
+    MemoryAppendInput,
+    MemoryContext,
+    MemoryErrorInput,
+    Message,
+)
+from anvia_django.core.memory.validation import (
+    validate_append,
+    validate_context,
+    validate_error_input,
+)
+from anvia_django.models import Conversation, FailedRun, MemoryMessage
+
+from .databases import write_alias
+from .locking import LockedConversation, lock_conversation
+from .scope import check_scope
+
+
+class _AlreadyStored(Exception):
+    """Rolls back a retried append's reservation; never leaves this module."""
+
+
+def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> None:
+    """Append messages to a session's transcript, creating it on first use.
+
+    A retried append (same ``run_id``, ``turn`` and messages as the ones
+    stored last for that run and turn) writes nothing.
+    """
+    validate_append(input, app_settings.input_limits)
+    if not input.messages:
+        return
+    alias = write_alias(using)
+    context = input.context
+    try:
+        with transaction.atomic(using=alias):
+            now = timezone.now()
+            conversation = _lock(alias, context, now, reserve=len(input.messages))
+            if conversation.first_position >= len(input.messages) and _is_retry(
+                alias, conversation, input
+            ):
+                raise _AlreadyStored
+            MemoryMessage.objects.using(alias).bulk_create(
+                [
+                    MemoryMessage(
+                        conversation_id=conversation.id,
+                        position=conversation.first_position + offset,
+                        run_id=input.run_id,
+                        turn=input.turn,
+                        role=message["role"],
+                        message=message,
+                        created_at=now,
+                    )
+                    for offset, message in enumerate(input.messages)
+                ]
+            )
+            transaction.on_commit(
+                partial(
+                    signals.messages_appended.send,
+                    sender=Conversation,
+                    session_id=context.session_id,
+                    ref=conversation.ref,
+                    user_id=conversation.user_id,
+                    run_id=input.run_id,
+                    turn=input.turn,
+                    first_position=conversation.first_position,
+                    messages=input.messages,
+                    using=alias,
+                ),
+                using=alias,
+            )
+    except _AlreadyStored:
+        return
+
+
+def clear_conversation(context: MemoryContext, *, using: str | None = None) -> None:
+    """Delete the session's conversation, messages and failed runs."""
+    validate_context(context, app_settings.input_limits)
+    alias = write_alias(using)
+    with transaction.atomic(using=alias):
+        row = (
+            Conversation.objects.using(alias)
+            .select_for_update()
+            .filter(session_id=context.session_id)
+            .values_list("id", "ref", "user_id")
+            .first()
+        )
+        if row is None:
+            return
+        conversation_id, ref, owner = row
+        check_scope(owner, context.user_id)
+        MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id).delete()
+        FailedRun.objects.using(alias).filter(conversation_id=conversation_id).delete()
+        Conversation.objects.using(alias).filter(pk=conversation_id).delete()
+        transaction.on_commit(
+            partial(
+                signals.conversation_cleared.send,
+                sender=Conversation,
+                session_id=context.session_id,
+                ref=ref,
+                user_id=owner,
+                using=alias,
+            ),
+            using=alias,
+        )
+
+
+def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
+    """Keep a failed run's error and partial messages, outside the transcript."""
+    validate_error_input(input, app_settings.input_limits)
+    alias = write_alias(using)
+    error = input.error
+    error_type = type(error).__qualname__
+    if type(error).__module__ not in ("builtins", "__main__"):
+        error_type = f"{type(error).__module__}.{error_type}"
+    with transaction.atomic(using=alias):
+        now = timezone.now()
+        conversation = _lock(alias, input.context, now, reserve=0)
+        FailedRun.objects.using(alias).create(
+            conversation_id=conversation.id,
+            run_id=input.run_id,
+            error_type=error_type[:255],
+            error_message=str(error),
+            traceback="".join(traceback.format_exception(error)),
+            messages=input.messages,
+            created_at=now,
+        )
+        transaction.on_commit(
+            partial(
+                signals.run_failed.send,
+                sender=Conversation,
+                session_id=input.context.session_id,
+                ref=conversation.ref,
+                user_id=conversation.user_id,
+                run_id=input.run_id,
+                error_type=error_type,
+                using=alias,
+            ),
+            using=alias,
+        )
+
+
+def _lock(alias: str, context: MemoryContext, now: datetime, *, reserve: int) -> LockedConversation:
+    conversation = lock_conversation(
+        alias,
+        session_id=context.session_id,
+        user_id=context.user_id,
+        metadata=context.metadata,
+        now=now,
+        reserve=reserve,
+    )
+    # Raising here rolls back the reservation (and a row created just now,
+    # which cannot happen for a mismatch: a new row takes the caller's user).
+    check_scope(conversation.user_id, context.user_id)
+    return conversation
+
+
+def _is_retry(alias: str, conversation: LockedConversation, input: MemoryAppendInput) -> bool:
+    count = len(input.messages)
+    stored: list[Message] = list(
+        MemoryMessage.objects.using(alias)
+        .filter(conversation_id=conversation.id, run_id=input.run_id, turn=input.turn)
+        .order_by("-position")
+        .values_list("message", flat=True)[:count]
+    )
+    stored.reverse()
+    return stored == input.messages

@@ -1,0 +1,78 @@
+"""``DjangoMemoryStore``: the memory contract on the project's own database.
+
+The async methods wrap the synchronous functions in
+:mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
+each in one ``sync_to_async`` hop, as Django's own session backend does.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+
+from .core.memory.types import (
+    MemoryAppendInput,
+    MemoryContext,
+    MemoryConversation,
+    MemoryConversationListOptions,
+    MemoryConversationSummary,
+    MemoryErrorInput,
+    Message,
+)
+from .persistence import (
+    append_messages,
+    clear_conversation,
+    get_conversation_with_messages,
+    list_conversation_summaries,
+    load_messages,
+    record_failed_run,
+)
+
+
+class DjangoMemoryInspector:
+    """Read-only discovery of stored conversations; writes nothing."""
+
+    def __init__(self, using: str | None = None) -> None:
+        self.using = using
+
+    async def list_conversations(
+        self, options: MemoryConversationListOptions
+    ) -> list[MemoryConversationSummary]:
+        return await sync_to_async(list_conversation_summaries)(
+            options.limit, options.user_id, using=self.using
+        )
+
+    async def get_conversation(self, ref: str) -> MemoryConversation | None:
+        return await sync_to_async(get_conversation_with_messages)(ref, using=self.using)
+
+
+class DjangoMemoryStore:
+    """A :class:`~anvia_django.core.memory.MemoryStore` backed by Django models.
+
+    ``using`` picks a database alias (``None`` follows the routers).
+    ``load_limit`` makes :meth:`load` return only the newest messages, at most
+    that many, starting at the first message of a run.
+    """
+
+    def __init__(self, using: str | None = None, *, load_limit: int | None = None) -> None:
+        if load_limit is not None and (
+            isinstance(load_limit, bool) or not isinstance(load_limit, int) or load_limit < 1
+        ):
+            raise ValueError(f"load_limit must be a positive integer or None, not {load_limit!r}")
+        self.using = using
+        self.load_limit = load_limit
+        self.inspector = DjangoMemoryInspector(using=using)
+
+    def __repr__(self) -> str:
+        return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
+
+    async def load(self, context: MemoryContext) -> list[Message]:
+        return await sync_to_async(load_messages)(context, using=self.using, limit=self.load_limit)
+
+    async def append(self, input: MemoryAppendInput) -> None:
+        await sync_to_async(append_messages)(input, using=self.using)
+
+    async def clear(self, context: MemoryContext) -> None:
+        await sync_to_async(clear_conversation)(context, using=self.using)
+
+    async def record_error(self, input: MemoryErrorInput) -> None:
+        await sync_to_async(record_failed_run)(input, using=self.using)

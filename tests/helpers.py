@@ -1,0 +1,52 @@
+"""Shared helpers for the store tests."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import async_to_sync
+
+from anvia_django.core.memory import MemoryAppendInput, MemoryContext, Message
+from anvia_django.models import Conversation, FailedRun, MemoryMessage
+
+T = TypeVar("T")
+
+
+def run(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    """Call an async store method from a sync test, on the test's connection."""
+    return async_to_sync(fn)(*args, **kwargs)
+
+
+def append_input(
+    session_id: str,
+    messages: list[Message],
+    *,
+    run_id: str = "run-1",
+    turn: int = 1,
+    user_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> MemoryAppendInput:
+    return MemoryAppendInput(
+        context=MemoryContext(session_id, user_id=user_id, metadata=metadata),
+        run_id=run_id,
+        turn=turn,
+        messages=messages,
+    )
+
+
+def snapshot(using: str = "default") -> dict[str, list[tuple[Any, ...]]]:
+    """Every stored row, for asserting that a failed call changed nothing."""
+    return {
+        "conversations": list(Conversation.objects.using(using).order_by("pk").values_list()),
+        "messages": list(MemoryMessage.objects.using(using).order_by("pk").values_list()),
+        "failed_runs": list(FailedRun.objects.using(using).order_by("pk").values_list()),
+    }
+
+
+def user(text: str) -> Message:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> Message:
+    return {"role": "assistant", "content": text}

@@ -1,0 +1,86 @@
+"""Settings for the test suite.
+
+``ANVIA_TEST_DB=postgres`` runs it on PostgreSQL (``ANVIA_PG_*`` variables),
+anything else on a SQLite file in the documented configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.urls"
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"  # the app must not follow it
+
+BACKEND = os.environ.get("ANVIA_TEST_DB", "sqlite").lower()
+
+DATABASES: dict[str, dict[str, Any]]
+if BACKEND in ("postgres", "postgresql"):
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "HOST": os.environ.get("ANVIA_PG_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("ANVIA_PG_PORT", "5432"),
+            "USER": os.environ.get("ANVIA_PG_USER", "postgres"),
+            "PASSWORD": os.environ.get("ANVIA_PG_PASSWORD", ""),
+            "NAME": os.environ.get("ANVIA_PG_NAME", "postgres"),
+            "TEST": {"NAME": os.environ.get("ANVIA_PG_TEST_NAME", "test_anvia")},
+        }
+    }
+else:
+    # A file, not :memory:, so threads get their own connections to one database.
+    _sqlite_dir = Path(os.environ.get("ANVIA_SQLITE_DIR", tempfile.gettempdir()))
+    _sqlite_file = _sqlite_dir / f"anvia-test-{os.getpid()}.sqlite3"
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(_sqlite_file),
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
+            "TEST": {"NAME": str(_sqlite_file)},
+        }
+    }
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "anvia_django",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+STATIC_URL = "/static/"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
