@@ -72,7 +72,7 @@ def type_schema(hint: Any) -> JsonObject:
         return {"anyOf": [type_schema(arg) for arg in args]}
     if origin in (list, set, frozenset, Sequence) or hint in (list, set, frozenset):
         return {"type": "array", "items": type_schema(args[0])} if args else {"type": "array"}
-    if origin is tuple:
+    if origin is tuple or hint is tuple:
         return {"type": "array"}
     if origin in (dict, Mapping) or hint is dict:
         if len(args) == 2:
