@@ -32,7 +32,7 @@ def lookup(order: str) -> str:
 
 
 def two_turn_agent(
-    policy: MemorySavePolicy, tag: str, before_first_answer: Callable[[], None] | None = None
+    policy: MemorySavePolicy, tag: str, before_first_answer: Callable[[], object] | None = None
 ) -> AgentBuilder:
     ask = assistant(None, (f"call-{tag}", "lookup", {"order": tag}))
 
