@@ -4,6 +4,7 @@ a transcript. Never downloads a browser; skipped without one."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,17 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+# CI sets this so a missing browser fails the run instead of skipping silently.
+REQUIRED = os.environ.get("ANVIA_REQUIRE_BROWSER") == "1"
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
-        not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+        not REQUIRED and not CHROMIUM.exists(),
+        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
     ),
     pytest.mark.skipif(
-        importlib.util.find_spec("playwright") is None,
+        not REQUIRED and importlib.util.find_spec("playwright") is None,
         reason="the playwright package is not installed (pip install playwright)",
     ),
 ]
