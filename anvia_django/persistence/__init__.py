@@ -9,15 +9,22 @@ from .inspection import (
     list_conversation_summaries,
     validate_limit,
 )
-from .reads import load_messages
-from .writes import append_messages, clear_conversation, record_failed_run
+from .reads import load_latest_messages, load_messages
+from .writes import (
+    append_messages,
+    clear_conversation,
+    pop_last_message,
+    record_failed_run,
+)
 
 __all__ = [
     "append_messages",
     "clear_conversation",
     "get_conversation_with_messages",
     "list_conversation_summaries",
+    "load_latest_messages",
     "load_messages",
+    "pop_last_message",
     "record_failed_run",
     "validate_limit",
 ]
