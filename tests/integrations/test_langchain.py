@@ -169,7 +169,7 @@ def test_every_message_type_round_trips_equal_tool_calls_included() -> None:
     history = DjangoChatMessageHistory("tools")
     messages = [
         *TOOL_EXCHANGE,
-        ChatMessage("Looks good.", role="critic"),
+        ChatMessage(content="Looks good.", role="critic"),
         FunctionMessage(content="42", name="legacy_function"),
         AIMessageChunk(content="streamed part", id="c1"),
         HumanMessage("x", additional_kwargs={"k": [1, {"n": None}]}, response_metadata={"m": 1}),
