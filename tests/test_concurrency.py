@@ -10,6 +10,7 @@ import multiprocessing
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from django.db import connection, connections
@@ -32,10 +33,11 @@ def assert_history_is_whole(session_ids: list[str], writers: int, appends: int) 
             .order_by("position")
             .values_list("position", "message")
         )
-        assert [position for position, _ in rows] == list(range(writers * appends))
+        messages: list[tuple[int, dict[str, Any]]] = rows
+        assert [position for position, _ in messages] == list(range(writers * appends))
         assert conversation.message_count == len(rows)
         by_writer: dict[int, list[int]] = defaultdict(list)
-        for _, message in rows:
+        for _, message in messages:
             writer, index = map(int, message["content"].split(":"))
             by_writer[writer].append(index)
         # Every message exactly once, and each writer's messages in its own order.
