@@ -19,8 +19,13 @@ from .inspection import (
     validate_after,
     validate_limit,
 )
-from .reads import load_messages
-from .writes import append_messages, clear_conversation, record_failed_run
+from .reads import load_latest_messages, load_messages
+from .writes import (
+    append_messages,
+    clear_conversation,
+    pop_last_message,
+    record_failed_run,
+)
 
 __all__ = [
     "ConversationKey",
@@ -36,7 +41,9 @@ __all__ = [
     "list_conversation_summaries",
     "list_failed_runs",
     "list_message_page",
+    "load_latest_messages",
     "load_messages",
+    "pop_last_message",
     "record_failed_run",
     "validate_after",
     "validate_limit",

@@ -1,4 +1,4 @@
-"""Every write to memory: append, clear and record a failed run.
+"""Every write to memory: append, pop the last message, clear, record a failed run.
 
 Each function is one transaction: it validates first, then either does all
 of its work or none of it. Signals go out only after the commit.
@@ -11,6 +11,7 @@ from datetime import datetime
 from functools import partial
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from anvia_django import signals
@@ -30,7 +31,7 @@ from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
-from .locking import LockedConversation, lock_conversation
+from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .scope import check_scope
 
 
@@ -90,6 +91,46 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
             )
     except _AlreadyStored:
         return
+
+
+def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Message | None:
+    """Remove the session's newest message and return it; ``None`` if there is none.
+
+    Removes the highest position, so positions stay gap-free, and keeps
+    ``message_count`` exact. The conversation stays, also when it is left empty.
+    """
+    validate_context(context, app_settings.input_limits)
+    alias = write_alias(using)
+    with transaction.atomic(using=alias):
+        row = lock_existing_conversation(alias, context.session_id)
+        if row is None:
+            return None
+        conversation_id, ref, owner = row
+        check_scope(owner, context.user_id)
+        messages = MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id)
+        last = messages.order_by("-position").values_list("pk", "position", "message").first()
+        if last is None:
+            return None
+        pk, position = last[0], last[1]
+        message: Message = last[2]
+        messages.filter(pk=pk).delete()
+        Conversation.objects.using(alias).filter(pk=conversation_id).update(
+            message_count=F("message_count") - 1, updated_at=timezone.now()
+        )
+        transaction.on_commit(
+            partial(
+                signals.message_popped.send,
+                sender=Conversation,
+                session_id=context.session_id,
+                ref=ref,
+                user_id=owner,
+                position=position,
+                message=message,
+                using=alias,
+            ),
+            using=alias,
+        )
+    return message
 
 
 def clear_conversation(context: MemoryContext, *, using: str | None = None) -> None:
