@@ -4,18 +4,36 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
+from .deletion import DeletionCounts
 from .inspection import (
     get_conversation_with_messages,
     list_conversation_summaries,
     validate_limit,
 )
+from .maintenance import (
+    ConversationFilter,
+    ExportedMessage,
+    ExportRecord,
+    count_conversations,
+    delete_matching_conversations,
+    find_conversation,
+    iter_export_records,
+)
 from .reads import load_messages
 from .writes import append_messages, clear_conversation, record_failed_run
 
 __all__ = [
+    "ConversationFilter",
+    "DeletionCounts",
+    "ExportRecord",
+    "ExportedMessage",
     "append_messages",
     "clear_conversation",
+    "count_conversations",
+    "delete_matching_conversations",
+    "find_conversation",
     "get_conversation_with_messages",
+    "iter_export_records",
     "list_conversation_summaries",
     "load_messages",
     "record_failed_run",

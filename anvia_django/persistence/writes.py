@@ -29,6 +29,7 @@ from anvia_django.core.memory.validation import (
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
+from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation
 from .scope import check_scope
 
@@ -89,36 +90,26 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
         return
 
 
-def clear_conversation(context: MemoryContext, *, using: str | None = None) -> None:
-    """Delete the session's conversation, messages and failed runs."""
+def clear_conversation(context: MemoryContext, *, using: str | None = None) -> DeletionCounts:
+    """Delete the session's conversation, messages and failed runs.
+
+    Returns what was deleted; an unknown session deletes nothing.
+    """
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
-        row = (
+        values = (
             Conversation.objects.using(alias)
             .select_for_update()
             .filter(session_id=context.session_id)
-            .values_list("id", "ref", "user_id")
+            .values_list(*ROW_FIELDS)
             .first()
         )
-        if row is None:
-            return
-        conversation_id, ref, owner = row
-        check_scope(owner, context.user_id)
-        MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id).delete()
-        FailedRun.objects.using(alias).filter(conversation_id=conversation_id).delete()
-        Conversation.objects.using(alias).filter(pk=conversation_id).delete()
-        transaction.on_commit(
-            partial(
-                signals.conversation_cleared.send,
-                sender=Conversation,
-                session_id=context.session_id,
-                ref=ref,
-                user_id=owner,
-                using=alias,
-            ),
-            using=alias,
-        )
+        if values is None:
+            return DeletionCounts()
+        row = ConversationRow(*values)
+        check_scope(row.user_id, context.user_id)
+        return delete_conversations(alias, [row])
 
 
 def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
