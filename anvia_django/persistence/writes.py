@@ -26,6 +26,7 @@ from anvia_django.core.memory.validation import (
     validate_context,
     validate_error_input,
 )
+from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
@@ -44,7 +45,7 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
     A retried append (same ``run_id``, ``turn`` and messages as the ones
     stored last for that run and turn) writes nothing.
     """
-    validate_append(input, app_settings.input_limits)
+    encoded = validate_append(input, app_settings.input_limits)
     if not input.messages:
         return
     alias = write_alias(using)
@@ -65,10 +66,12 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
                         run_id=input.run_id,
                         turn=input.turn,
                         role=message["role"],
-                        message=message,
+                        message=EncodedJSON(text),
                         created_at=now,
                     )
-                    for offset, message in enumerate(input.messages)
+                    for offset, (message, text) in enumerate(
+                        zip(input.messages, encoded, strict=True)
+                    )
                 ]
             )
             transaction.on_commit(
