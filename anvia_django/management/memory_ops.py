@@ -28,10 +28,10 @@ from anvia_django.persistence import (
     clear_conversation,
     count_conversations,
     delete_matching_conversations,
-    find_conversation,
     get_conversation_with_messages,
     iter_export_records,
     list_conversation_summaries,
+    resolve_conversation,
 )
 
 from .jsonl import record_json
@@ -100,7 +100,7 @@ def clear_conversations(
     confirm: Confirm,
 ) -> None:
     if session is not None:
-        found = find_conversation(session)
+        found = resolve_conversation(session)
         if found is None:
             out.write(f"No conversation has the session id or ref {session!r}; nothing cleared.")
             return
@@ -199,7 +199,7 @@ def _write_records(
 
 
 def _require_conversation(session: str) -> MemoryConversationSummary:
-    found = find_conversation(session)
+    found = resolve_conversation(session)
     if found is None:
         raise CommandError(f"No conversation has the session id or ref {session!r}.")
     return found

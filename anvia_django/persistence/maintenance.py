@@ -21,13 +21,8 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import read_alias, write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
-from .inspection import (
-    MESSAGE_FIELDS,
-    SUMMARY_FIELDS,
-    is_wellformed_ref,
-    message_from_row,
-    summary_from_row,
-)
+from .inspection import find_conversation
+from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
 
 DEFAULT_BATCH_SIZE = 500
 
@@ -67,7 +62,7 @@ class ExportedMessage:
 ExportRecord = MemoryConversationSummary | ExportedMessage
 
 
-def find_conversation(
+def resolve_conversation(
     session_id_or_ref: str, *, using: str | None = None
 ) -> MemoryConversationSummary | None:
     """The conversation with this session id or, failing that, with this ref.
@@ -75,15 +70,16 @@ def find_conversation(
     The session id wins: it is what an operator usually has at hand, and a
     ref, being random, is never chosen to look like someone's session id.
     """
-    conversations = Conversation.objects.using(read_alias(using))
-    lookups: list[dict[str, str]] = [{"session_id": session_id_or_ref}]
-    if is_wellformed_ref(session_id_or_ref):
-        lookups.append({"ref": session_id_or_ref})
-    for lookup in lookups:
-        row = conversations.filter(**lookup).values_list(*SUMMARY_FIELDS).first()
-        if row is not None:
-            return summary_from_row(row)
-    return None
+    row = (
+        Conversation.objects.using(read_alias(using))
+        .filter(session_id=session_id_or_ref)
+        .values_list(*SUMMARY_FIELDS)
+        .first()
+    )
+    if row is not None:
+        return summary_from_row(row)
+    found = find_conversation(session_id_or_ref, using=using)
+    return None if found is None else found.summary
 
 
 def count_conversations(
