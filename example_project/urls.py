@@ -3,7 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from anvia_django.api.schema import InspectorSchemaView
+
 urlpatterns = [
     path("", include("example_project.demo.urls")),
     path("admin/", admin.site.urls),
+    path("anvia/", include("anvia_django.urls")),
+    path("anvia/api/schema/", InspectorSchemaView.as_view(), name="anvia-schema"),
 ]
