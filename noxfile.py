@@ -31,7 +31,7 @@ def tests(session: nox.Session, django: str, db: str) -> None:
 
 @nox.session(python="3.12")
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    session.install("ruff~=0.17.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 

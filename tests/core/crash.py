@@ -58,7 +58,7 @@ async def crash_run(
         return {"A1": "A1: shipped", "B2": "B2: packing"}[order]
 
     class Model(ScriptedModel):
-        async def complete(self, messages, tools):  # type: ignore[no-untyped-def]
+        async def complete(self, messages, tools):
             if point == "before_final_answer" and len(self.calls) == 1:
                 self.calls.append(list(messages))
                 await stop()

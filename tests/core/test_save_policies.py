@@ -126,7 +126,7 @@ def scripted_run(
     steps.append(assistant("done"))
     expected.append((len(script) + 1, steps[-1]))
     store = RecordingStore()
-    agent = AgentBuilder("a", ScriptedModel(steps)).tool(flaky).memory(store, save_policy=policy)
+    agent = AgentBuilder("a", ScriptedModel([*steps])).tool(flaky).memory(store, save_policy=policy)
     response = asyncio.run(agent.build().session("s").prompt("go").send())
     return store, response, expected
 

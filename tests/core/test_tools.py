@@ -28,7 +28,7 @@ def search(
     colour: Colour = Colour.RED,
     weights: dict[str, float] | None = None,
     anything: Any = None,
-    untyped=None,  # type: ignore[no-untyped-def]
+    untyped=None,
 ) -> list[str]:
     """Search the catalogue.
 

@@ -265,4 +265,7 @@ class InProcessMemoryInspector:
 
 
 def _decode(encoded: str | None) -> JsonObject | None:
-    return None if encoded is None else json.loads(encoded)  # type: ignore[no-any-return]
+    if encoded is None:
+        return None
+    decoded: JsonObject = json.loads(encoded)
+    return decoded
