@@ -80,7 +80,9 @@ def test_project_drf_defaults_do_not_leak_in(
     assert body[0]["createdAt"].endswith("+00:00")
 
 
-@override_settings(ANVIA_DJANGO={"INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"]})
+@override_settings(
+    ANVIA_DJANGO={"INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"]}
+)
 def test_permission_classes_come_from_settings(client: Any, conversation: Conversation) -> None:
     assert client.get(LIST_URL).status_code == 200
     assert client.get(detail_url(conversation.ref)).status_code == 200
@@ -139,7 +141,9 @@ def test_null_user_and_metadata_are_json_null(staff: APIClient) -> None:
     assert summary["metadata"] is None
 
 
-def test_failed_runs_stay_out_of_the_transcript(staff: APIClient, conversation: Conversation) -> None:
+def test_failed_runs_stay_out_of_the_transcript(
+    staff: APIClient, conversation: Conversation
+) -> None:
     from anvia_django.core.memory import MemoryContext, MemoryErrorInput
 
     record_failed_run(

@@ -163,8 +163,7 @@ def test_detail_holds_the_first_page_and_links_to_the_rest(staff: APIClient) -> 
     assert [m["position"] for m in body["messages"]] == list(range(100))
     link = next_url(response)
     assert link == (
-        f"http://testserver/anvia/api/conversations/{conversation.ref}/messages/"
-        "?after=99&limit=100"
+        f"http://testserver/anvia/api/conversations/{conversation.ref}/messages/?after=99&limit=100"
     )
     rest = follow_all(staff, link)
     assert [len(page) for page in rest] == [100, 50]

@@ -33,11 +33,18 @@ def documented(operation: str) -> Callable[[F], F]:
     """Attach the schema of ``operation`` (see :mod:`.spectacular_docs`)."""
     if not spectacular_available():
         return _unchanged
+    from drf_spectacular.openapi import AutoSchema
     from drf_spectacular.utils import extend_schema
 
     from .spectacular_docs import OPERATIONS
 
-    return extend_schema(**OPERATIONS[operation])  # type: ignore[return-value]
+    def decorate(function: F) -> F:
+        # extend_schema builds on the project's DEFAULT_SCHEMA_CLASS unless the
+        # function names its base; naming it spares projects that setting.
+        function.schema = AutoSchema  # type: ignore[attr-defined]
+        return extend_schema(**OPERATIONS[operation])(function)
+
+    return decorate
 
 
 def _unchanged(function: F) -> F:

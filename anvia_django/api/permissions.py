@@ -36,5 +36,5 @@ def permission_classes() -> list[type[BasePermission]]:
 def authentication_classes() -> list[type[BaseAuthentication]]:
     configured = app_settings.INSPECTOR_AUTHENTICATION_CLASSES
     if configured is None:
-        return list(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+        return import_classes(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
     return import_classes(configured)

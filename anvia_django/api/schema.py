@@ -31,9 +31,9 @@ Lists are plain JSON arrays; the next page, when there is one, is in an RFC 8288
 class InspectorSchemaGenerator(SchemaGenerator):
     def _initialise_endpoints(self) -> None:
         super()._initialise_endpoints()  # type: ignore[no-untyped-call]
-        self.endpoints = [
-            endpoint for endpoint in self.endpoints if _is_inspector(endpoint[3])
-        ]
+        # Spectacular's endpoints are (path, regex, method, callback).
+        endpoints = list(self.endpoints or [])
+        self.endpoints = [endpoint for endpoint in endpoints if _is_inspector(endpoint[-1])]
 
 
 class InspectorSchemaView(SpectacularAPIView):

@@ -37,7 +37,7 @@ _LINK = OpenApiParameter(
     "Link",
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
-    response=True,
+    response=[200],
     description='RFC 8288 `<url>; rel="next"` when there is a next page; absent on the last.',
 )
 _LIMIT_HELP = "Page size: a positive integer, at most the configured maximum (else 400)."
@@ -47,6 +47,7 @@ _BAD_REQUEST = OpenApiResponse(description="A query parameter was invalid; the b
 
 OPERATIONS: dict[str, dict[str, Any]] = {
     "list": {
+        "tags": ["anvia-django inspector"],
         "summary": "List conversations, most recently updated first",
         "parameters": [
             OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
@@ -63,6 +64,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         },
     },
     "retrieve": {
+        "tags": ["anvia-django inspector"],
         "summary": "A conversation with the first page of its messages",
         "description": (
             "`messages` holds the first page (position order). When `messageCount` exceeds "
@@ -72,6 +74,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "responses": {200: ConversationSerializer, 403: _UNAUTHORIZED, 404: _NOT_FOUND},
     },
     "messages": {
+        "tags": ["anvia-django inspector"],
         "summary": "A page of a conversation's messages, in position order",
         "parameters": [
             OpenApiParameter(

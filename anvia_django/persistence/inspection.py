@@ -118,14 +118,14 @@ def list_conversation_page(
             Q(updated_at__lt=after.updated_at) | Q(updated_at=after.updated_at, id__lt=after.id)
         )
     rows = list(
-        conversations.order_by("-updated_at", "-id").values_list("id", *SUMMARY_FIELDS)[
-            : limit + 1
-        ]
+        conversations.order_by("-updated_at", "-id").values_list("id", *SUMMARY_FIELDS)[: limit + 1]
     )
     next_key = None
     if len(rows) > limit:
         last = rows[limit - 1]
-        next_key = ConversationKey(updated_at=last[SUMMARY_FIELDS.index("updated_at") + 1], id=last[0])
+        next_key = ConversationKey(
+            updated_at=last[SUMMARY_FIELDS.index("updated_at") + 1], id=last[0]
+        )
     return ConversationPage(
         items=[summary_from_row(row[1:]) for row in rows[:limit]], next_key=next_key
     )
