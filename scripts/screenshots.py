@@ -24,12 +24,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, ViewportSize, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "screenshots"
 PASSWORD = "screenshots-only"
-SIZE = {"width": 1280, "height": 900}
+SIZE: ViewportSize = {"width": 1280, "height": 900}
 
 
 def main() -> None:

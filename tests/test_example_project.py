@@ -249,6 +249,10 @@ def test_demo_setup_creates_then_refreshes_a_view_only_staff_account() -> None:
     client = Client()
     assert client.login(username="demo", password="chosen-password")
     assert client.get("/anvia/api/conversations/").status_code == 200
+    seed_demo_conversations()
+    changelist = client.get("/admin/anvia_django/conversation/")
+    assert changelist.status_code == 200
+    assert "demo-alice-espresso" in changelist.content.decode()
 
 
 # --- the chat page ----------------------------------------------------------------
