@@ -31,6 +31,7 @@ from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
+from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .scope import check_scope
 
@@ -133,36 +134,26 @@ def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Mes
     return message
 
 
-def clear_conversation(context: MemoryContext, *, using: str | None = None) -> None:
-    """Delete the session's conversation, messages and failed runs."""
+def clear_conversation(context: MemoryContext, *, using: str | None = None) -> DeletionCounts:
+    """Delete the session's conversation, messages and failed runs.
+
+    Returns what was deleted; an unknown session deletes nothing.
+    """
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
-        row = (
+        values = (
             Conversation.objects.using(alias)
             .select_for_update()
             .filter(session_id=context.session_id)
-            .values_list("id", "ref", "user_id")
+            .values_list(*ROW_FIELDS)
             .first()
         )
-        if row is None:
-            return
-        conversation_id, ref, owner = row
-        check_scope(owner, context.user_id)
-        MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id).delete()
-        FailedRun.objects.using(alias).filter(conversation_id=conversation_id).delete()
-        Conversation.objects.using(alias).filter(pk=conversation_id).delete()
-        transaction.on_commit(
-            partial(
-                signals.conversation_cleared.send,
-                sender=Conversation,
-                session_id=context.session_id,
-                ref=ref,
-                user_id=owner,
-                using=alias,
-            ),
-            using=alias,
-        )
+        if values is None:
+            return DeletionCounts()
+        row = ConversationRow(*values)
+        check_scope(row.user_id, context.user_id)
+        return delete_conversations(alias, [row])
 
 
 def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
