@@ -39,4 +39,4 @@ def lint(session: nox.Session) -> None:
 @nox.session(python="3.12")
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
-    session.run("mypy", "anvia_django", "tests")
+    session.run("mypy", "anvia_django", "tests", "example_project", "scripts")
