@@ -11,6 +11,7 @@ import secrets
 from django.db import models
 
 from .conf import ID_MAX_LENGTH
+from .fields import ExactJSONField
 
 REF_LENGTH = 22
 """Length of :func:`new_ref` tokens (16 random bytes, URL-safe base64)."""
@@ -26,7 +27,7 @@ class Conversation(models.Model):
     session_id = models.CharField(max_length=ID_MAX_LENGTH, unique=True)
     # NULL, not "", for "no owner": "" would be a user id like any other.
     user_id = models.CharField(max_length=ID_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
-    metadata = models.JSONField(null=True, blank=True)
+    metadata = ExactJSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     # Stored rather than counted, so no listing needs a COUNT per row.
@@ -57,7 +58,7 @@ class MemoryMessage(models.Model):
     run_id = models.CharField(max_length=ID_MAX_LENGTH)
     turn = models.PositiveIntegerField()
     role = models.CharField(max_length=ID_MAX_LENGTH)
-    message = models.JSONField()
+    message = ExactJSONField()
     created_at = models.DateTimeField()
 
     class Meta:
@@ -86,7 +87,7 @@ class FailedRun(models.Model):
     error_type = models.CharField(max_length=ID_MAX_LENGTH)
     error_message = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
-    messages = models.JSONField(default=list)
+    messages = ExactJSONField(default=list)
     created_at = models.DateTimeField()
 
     class Meta:

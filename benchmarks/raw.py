@@ -43,7 +43,7 @@ PG_APPEND = (
     "WITH conv AS (" + _UPSERT.format(p="%s") + ")"
     f" INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message, created_at)"
     " SELECT conv.id, conv.message_count - %s + m.ord - 1, %s, %s, m.role, m.message, %s"
-    " FROM conv, unnest(%s::text[], %s::jsonb[]) WITH ORDINALITY AS m(role, message, ord)"
+    " FROM conv, unnest(%s::text[], %s::text[]) WITH ORDINALITY AS m(role, message, ord)"
 )
 PG_LOAD = (
     f"SELECT m.message FROM {MSG} m JOIN {CONV} c ON c.id = m.conversation_id"
@@ -107,7 +107,7 @@ class PostgresBaseline:
     async def load(self, session_id: str) -> list[Message]:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(PG_LOAD, (session_id,))
-            return [row[0] for row in await cursor.fetchall()]
+            return [json.loads(row[0]) for row in await cursor.fetchall()]
 
     async def list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]:
         where = "WHERE user_id = %s " if user_id is not None else ""
@@ -115,7 +115,9 @@ class PostgresBaseline:
         sql = f"SELECT {SUMMARY_COLUMNS} FROM {CONV} {where}{NEWEST_FIRST} LIMIT %s"
         async with self.pool.connection() as conn:
             cursor = await conn.execute(sql, params)
-            return await cursor.fetchall()
+            rows = await cursor.fetchall()
+        # The JSON columns are text (the app's ExactJSONField): decode them.
+        return [(*row[:3], json.loads(row[3]) if row[3] else None, *row[4:]) for row in rows]
 
 
 class SqliteBaseline:

@@ -34,6 +34,11 @@ if BACKEND in ("postgres", "postgresql"):
             "TEST": {"NAME": os.environ.get("ANVIA_PG_TEST_NAME", "test_anvia")},
         }
     }
+    # A second database, for tests of ``using=`` and routers.
+    DATABASES["other"] = {
+        **DATABASES["default"],
+        "TEST": {"NAME": DATABASES["default"]["TEST"]["NAME"] + "_other"},
+    }
 else:
     # A file, not :memory:, so threads get their own connections to one database.
     _sqlite_dir = Path(os.environ.get("ANVIA_SQLITE_DIR", tempfile.gettempdir()))
@@ -44,7 +49,13 @@ else:
             "NAME": str(_sqlite_file),
             "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
             "TEST": {"NAME": str(_sqlite_file)},
-        }
+        },
+        "other": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(_sqlite_file.with_suffix(".other.sqlite3")),
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
+            "TEST": {"NAME": str(_sqlite_file.with_suffix(".other.sqlite3"))},
+        },
     }
 
 INSTALLED_APPS = [

@@ -17,6 +17,7 @@ from django.db import connections
 from django.db.models import Field
 
 from anvia_django.core.memory.types import Message
+from anvia_django.fields import EncodedJSON
 from anvia_django.models import MemoryMessage
 
 _INSERT_COLUMNS = ("conversation", "position", "run_id", "turn", "role", "message", "created_at")
@@ -66,8 +67,8 @@ def tail_of_turn(
     return stored
 
 
-def _decoded(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+def _decoded(value: str) -> Any:
+    return json.loads(value)
 
 
 def _column(name: str) -> str:
@@ -80,8 +81,8 @@ def _column(name: str) -> str:
 def _insert_sql(using: str, vendor: str, rows: int) -> str:
     quote = connections[using].ops.quote_name
     columns = ", ".join(quote(_column(name)) for name in _INSERT_COLUMNS)
-    json_placeholder = "%s::jsonb" if vendor == "postgresql" else "%s"
-    row = f"(%s, %s, %s, %s, %s, {json_placeholder}, %s)"
+    # The message column is text (ExactJSONField): the encoded JSON is stored as is.
+    row = "(%s, %s, %s, %s, %s, %s, %s)"
     table = quote(MemoryMessage._meta.db_table)
     return f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)
 
@@ -107,7 +108,7 @@ def _bulk_create(
     encoded: list[str],
     now: datetime,
 ) -> None:
-    # Other backends: let Django adapt the values (decoding what we encoded).
+    # Other backends: let the field adapt the values it is handed as text.
     MemoryMessage.objects.using(using).bulk_create(
         [
             MemoryMessage(
@@ -116,7 +117,7 @@ def _bulk_create(
                 run_id=run_id,
                 turn=turn,
                 role=role,
-                message=json.loads(message),
+                message=EncodedJSON(message),
                 created_at=now,
             )
             for offset, (role, message) in enumerate(zip(roles, encoded, strict=True))

@@ -1,0 +1,42 @@
+"""The test matrix: Python x Django x database, plus lint and type checks.
+
+``make test`` (scripts/test.sh) runs every session; ``nox -l`` lists them.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_missing_interpreters = True
+nox.options.reuse_existing_virtualenvs = True
+
+# (Python, Django): the LTS on the oldest Python we support, the newest on a newer one.
+MATRIX = [("3.11", "5.2"), ("3.12", "6.1")]
+DATABASES = ["sqlite", "postgres"]
+
+
+@nox.session
+@nox.parametrize("python,django", MATRIX)
+@nox.parametrize("db", DATABASES)
+def tests(session: nox.Session, django: str, db: str) -> None:
+    session.install("-e", ".[dev]", f"django~={django}.0")
+    session.run("python", "-m", "django", "--version")
+    session.run(
+        "pytest",
+        *session.posargs,
+        env={"ANVIA_TEST_DB": db},
+    )
+
+
+@nox.session(python="3.12")
+def lint(session: nox.Session) -> None:
+    session.install("ruff~=0.17.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.12")
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".[dev]")
+    session.run("mypy", "anvia_django", "tests")
