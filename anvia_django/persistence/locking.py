@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import cast
 
 from django.db import IntegrityError, connections, transaction
@@ -63,9 +64,6 @@ def _upsert(
     # creating, locking and reserving cost one round trip.
     connection = connections[using]
     meta = Conversation._meta
-    quote = connection.ops.quote_name
-    table = quote(meta.db_table)
-    columns = {field.name: quote(cast(str, field.column)) for field in meta.concrete_fields}
     params = [
         new_ref(),
         session_id,
@@ -75,19 +73,7 @@ def _upsert(
         meta.get_field("updated_at").get_db_prep_save(now, connection),
         reserve,
     ]
-    sql = (
-        f"INSERT INTO {table} ({columns['ref']}, {columns['session_id']}, {columns['user_id']}, "
-        f"{columns['metadata']}, {columns['created_at']}, {columns['updated_at']}, "
-        f"{columns['message_count']}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-        f"ON CONFLICT ({columns['session_id']}) DO UPDATE SET "
-        f"{columns['updated_at']} = EXCLUDED.{columns['updated_at']}, "
-        f"{columns['message_count']} = {table}.{columns['message_count']} "
-        f"+ EXCLUDED.{columns['message_count']}, "
-        f"{columns['metadata']} = COALESCE(EXCLUDED.{columns['metadata']}, "
-        f"{table}.{columns['metadata']}) "
-        f"RETURNING {columns['id']}, {columns['ref']}, {columns['user_id']}, "
-        f"{columns['message_count']}"
-    )
+    sql = _upsert_sql(using)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         conversation_id, ref, owner, count = cursor.fetchone()
@@ -138,4 +124,25 @@ def lock_existing_conversation(using: str, session_id: str) -> tuple[int, str, s
         .filter(session_id=session_id)
         .values_list("id", "ref", "user_id")
         .first()
+    )
+
+
+@lru_cache(maxsize=16)
+def _upsert_sql(using: str) -> str:
+    quote = connections[using].ops.quote_name
+    meta = Conversation._meta
+    table = quote(meta.db_table)
+    columns = {field.name: quote(cast(str, field.column)) for field in meta.concrete_fields}
+    return (
+        f"INSERT INTO {table} ({columns['ref']}, {columns['session_id']}, {columns['user_id']}, "
+        f"{columns['metadata']}, {columns['created_at']}, {columns['updated_at']}, "
+        f"{columns['message_count']}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        f"ON CONFLICT ({columns['session_id']}) DO UPDATE SET "
+        f"{columns['updated_at']} = EXCLUDED.{columns['updated_at']}, "
+        f"{columns['message_count']} = {table}.{columns['message_count']} "
+        f"+ EXCLUDED.{columns['message_count']}, "
+        f"{columns['metadata']} = COALESCE(EXCLUDED.{columns['metadata']}, "
+        f"{table}.{columns['metadata']}) "
+        f"RETURNING {columns['id']}, {columns['ref']}, {columns['user_id']}, "
+        f"{columns['message_count']}"
     )

@@ -27,12 +27,12 @@ from anvia_django.core.memory.validation import (
     validate_context,
     validate_error_input,
 )
-from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
+from .messages import insert_messages, tail_of_turn
 from .scope import check_scope
 
 
@@ -55,25 +55,21 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
         with transaction.atomic(using=alias):
             now = timezone.now()
             conversation = _lock(alias, context, now, reserve=len(input.messages))
+            # A new conversation (or one shorter than this append) holds no
+            # earlier copy of these messages, so the retry query is skipped.
             if conversation.first_position >= len(input.messages) and _is_retry(
                 alias, conversation, input
             ):
                 raise _AlreadyStored
-            MemoryMessage.objects.using(alias).bulk_create(
-                [
-                    MemoryMessage(
-                        conversation_id=conversation.id,
-                        position=conversation.first_position + offset,
-                        run_id=input.run_id,
-                        turn=input.turn,
-                        role=message["role"],
-                        message=EncodedJSON(text),
-                        created_at=now,
-                    )
-                    for offset, (message, text) in enumerate(
-                        zip(input.messages, encoded, strict=True)
-                    )
-                ]
+            insert_messages(
+                alias,
+                conversation_id=conversation.id,
+                first_position=conversation.first_position,
+                run_id=input.run_id,
+                turn=input.turn,
+                roles=[message["role"] for message in input.messages],
+                encoded=encoded,
+                now=now,
             )
             transaction.on_commit(
                 partial(
@@ -207,12 +203,11 @@ def _lock(alias: str, context: MemoryContext, now: datetime, *, reserve: int) ->
 
 
 def _is_retry(alias: str, conversation: LockedConversation, input: MemoryAppendInput) -> bool:
-    count = len(input.messages)
-    stored: list[Message] = list(
-        MemoryMessage.objects.using(alias)
-        .filter(conversation_id=conversation.id, run_id=input.run_id, turn=input.turn)
-        .order_by("-position")
-        .values_list("message", flat=True)[:count]
+    stored = tail_of_turn(
+        alias,
+        conversation_id=conversation.id,
+        run_id=input.run_id,
+        turn=input.turn,
+        count=len(input.messages),
     )
-    stored.reverse()
     return stored == input.messages

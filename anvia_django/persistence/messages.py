@@ -1,0 +1,125 @@
+"""The message-table statements of an append, as plain SQL.
+
+An append already holds every message encoded as JSON (validation produced
+it), so the rows are written from those strings in one multi-row INSERT;
+going through model instances and ``bulk_create`` would build a model per
+message and encode each message a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, cast
+
+from django.db import connections
+from django.db.models import Field
+
+from anvia_django.core.memory.types import Message
+from anvia_django.fields import EncodedJSON
+from anvia_django.models import MemoryMessage
+
+_INSERT_COLUMNS = ("conversation", "position", "run_id", "turn", "role", "message", "created_at")
+_ROWS_PER_STATEMENT = 500
+"""7 parameters a row stays below SQLite's smallest variable limit (32,766)."""
+
+
+def insert_messages(
+    using: str,
+    *,
+    conversation_id: int,
+    first_position: int,
+    run_id: str,
+    turn: int,
+    roles: list[str],
+    encoded: list[str],
+    now: datetime,
+) -> None:
+    """Insert ``encoded`` (JSON text) at positions from ``first_position``."""
+    connection = connections[using]
+    if connection.vendor not in ("postgresql", "sqlite"):
+        _bulk_create(using, conversation_id, first_position, run_id, turn, roles, encoded, now)
+        return
+    created_at = MemoryMessage._meta.get_field("created_at").get_db_prep_save(now, connection)
+    rows = [
+        (conversation_id, first_position + offset, run_id, turn, role, message, created_at)
+        for offset, (role, message) in enumerate(zip(roles, encoded, strict=True))
+    ]
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+            chunk = rows[start : start + _ROWS_PER_STATEMENT]
+            cursor.execute(
+                _insert_sql(using, connection.vendor, len(chunk)),
+                [value for row in chunk for value in row],
+            )
+
+
+def tail_of_turn(
+    using: str, *, conversation_id: int, run_id: str, turn: int, count: int
+) -> list[Message]:
+    """The last ``count`` stored messages of one run's turn, in position order."""
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(_tail_sql(using), [conversation_id, run_id, turn, count])
+        stored = [_decoded(row[0]) for row in cursor.fetchall()]
+    stored.reverse()
+    return stored
+
+
+def _decoded(value: str) -> Any:
+    return json.loads(value)
+
+
+def _column(name: str) -> str:
+    field = MemoryMessage._meta.get_field(name)
+    assert isinstance(field, Field)
+    return cast(str, field.column)
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(using: str, vendor: str, rows: int) -> str:
+    quote = connections[using].ops.quote_name
+    columns = ", ".join(quote(_column(name)) for name in _INSERT_COLUMNS)
+    # The message column is text (ExactJSONField): the encoded JSON is stored as is.
+    row = "(%s, %s, %s, %s, %s, %s, %s)"
+    table = quote(MemoryMessage._meta.db_table)
+    return f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)
+
+
+@lru_cache(maxsize=16)
+def _tail_sql(using: str) -> str:
+    quote = connections[using].ops.quote_name
+    table = quote(MemoryMessage._meta.db_table)
+    return (
+        f"SELECT {quote(_column('message'))} FROM {table}"
+        f" WHERE {quote(_column('conversation'))} = %s AND {quote(_column('run_id'))} = %s"
+        f" AND {quote(_column('turn'))} = %s ORDER BY {quote(_column('position'))} DESC LIMIT %s"
+    )
+
+
+def _bulk_create(
+    using: str,
+    conversation_id: int,
+    first_position: int,
+    run_id: str,
+    turn: int,
+    roles: list[str],
+    encoded: list[str],
+    now: datetime,
+) -> None:
+    # Other backends: let the field adapt the values it is handed as text.
+    MemoryMessage.objects.using(using).bulk_create(
+        [
+            MemoryMessage(
+                conversation_id=conversation_id,
+                position=first_position + offset,
+                run_id=run_id,
+                turn=turn,
+                role=role,
+                message=EncodedJSON(message),
+                created_at=now,
+            )
+            for offset, (role, message) in enumerate(zip(roles, encoded, strict=True))
+        ]
+    )

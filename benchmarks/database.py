@@ -1,0 +1,78 @@
+"""A fresh benchmark database with the app's schema, made by its migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection, connections
+
+TABLES = ("anvia_django_memorymessage", "anvia_django_failedrun", "anvia_django_conversation")
+
+
+def pg_conninfo(**overrides: Any) -> str:
+    import psycopg
+
+    info = {**settings.PG_CONNINFO, **overrides}
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v})
+
+
+def create_fresh_database() -> None:
+    """Drop and recreate the benchmark database, then migrate into it."""
+    connections.close_all()
+    if settings.BACKEND == "postgres":
+        import psycopg
+
+        name = settings.PG_CONNINFO["dbname"]
+        with psycopg.connect(pg_conninfo(dbname="postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            admin.execute(f'CREATE DATABASE "{name}"')
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            settings.SQLITE_FILE.with_name(settings.SQLITE_FILE.name + suffix).unlink(
+                missing_ok=True
+            )
+    call_command("migrate", verbosity=0, interactive=False)
+    connections.close_all()
+
+
+def empty_tables() -> None:
+    """Delete every stored conversation, on a short-lived raw connection."""
+    if settings.BACKEND == "postgres":
+        import psycopg
+
+        with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
+            conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY")
+            conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
+    else:
+        conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+        try:
+            for table in TABLES:
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("ANALYZE")
+        finally:
+            conn.close()
+
+
+def analyze() -> None:
+    if settings.BACKEND == "postgres":
+        import psycopg
+
+        with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
+            conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
+    else:
+        conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+        try:
+            conn.execute("ANALYZE")
+        finally:
+            conn.close()
+
+
+def server_version() -> str:
+    if settings.BACKEND == "postgres":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            return f"PostgreSQL {cursor.fetchone()[0]}"
+    return f"SQLite {sqlite3.sqlite_version}"

@@ -1,0 +1,195 @@
+"""Raw-driver baselines: the same schema and guarantees, as fast as the driver allows.
+
+Both keep positions gap-free and each append atomic, like the store:
+
+* PostgreSQL: one statement per append from an autocommit psycopg pool. The
+  conversation upsert's row lock serialises writers to one session, and its
+  ``RETURNING`` count feeds the message insert in the same statement.
+* SQLite: one connection, ``BEGIN IMMEDIATE`` (the database write lock), the
+  same upsert with ``RETURNING``, ``executemany`` of the messages, ``COMMIT``.
+
+They skip what only the store does (input validation, user scope checks,
+idempotent retries, signals): the ratio to them is the price of all of that.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from anvia_django.core.memory.types import Message
+
+from .database import pg_conninfo
+
+CONV = "anvia_django_conversation"
+MSG = "anvia_django_memorymessage"
+NEWEST_FIRST = "ORDER BY updated_at DESC, id DESC"
+SUMMARY_COLUMNS = "ref, session_id, user_id, metadata, created_at, updated_at, message_count"
+
+_UPSERT = (
+    f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
+    " message_count) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"
+    " ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at,"
+    f" message_count = {CONV}.message_count + EXCLUDED.message_count,"
+    f" metadata = COALESCE(EXCLUDED.metadata, {CONV}.metadata)"
+    " RETURNING id, message_count"
+)
+PG_APPEND = (
+    "WITH conv AS (" + _UPSERT.format(p="%s") + ")"
+    f" INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message, created_at)"
+    " SELECT conv.id, conv.message_count - %s + m.ord - 1, %s, %s, m.role, m.message, %s"
+    " FROM conv, unnest(%s::text[], %s::text[]) WITH ORDINALITY AS m(role, message, ord)"
+)
+PG_LOAD = (
+    f"SELECT m.message FROM {MSG} m JOIN {CONV} c ON c.id = m.conversation_id"
+    " WHERE c.session_id = %s ORDER BY m.position"
+)
+SQLITE_UPSERT = _UPSERT.format(p="?")
+SQLITE_INSERT = (
+    f"INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+SQLITE_LOAD = PG_LOAD.replace("%s", "?")
+
+
+def encode(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Baseline(Protocol):
+    name: str
+
+    async def open(self, pool_size: int) -> None: ...
+    async def close(self) -> None: ...
+    async def append(
+        self, session_id: str, user_id: str | None, run_id: str, turn: int, messages: list[Message]
+    ) -> None: ...
+    async def load(self, session_id: str) -> list[Message]: ...
+    async def list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]: ...
+
+
+class PostgresBaseline:
+    name = "psycopg 3 pool"
+
+    def __init__(self) -> None:
+        from psycopg_pool import AsyncConnectionPool
+
+        self.pool = AsyncConnectionPool(
+            pg_conninfo(), min_size=1, max_size=16, kwargs={"autocommit": True}, open=False
+        )
+
+    async def open(self, pool_size: int) -> None:
+        await self.pool.open()
+        await self.pool.resize(min_size=pool_size, max_size=max(pool_size, 16))
+        await self.pool.wait()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def append(
+        self, session_id: str, user_id: str | None, run_id: str, turn: int, messages: list[Message]
+    ) -> None:
+        now = datetime.now(UTC)
+        params = (
+            *(secrets.token_urlsafe(16), session_id, user_id, None, now, now, len(messages)),
+            *(len(messages), run_id, turn, now),
+            [m["role"] for m in messages],
+            [encode(m) for m in messages],
+        )
+        async with self.pool.connection() as conn:
+            await conn.execute(PG_APPEND, params)
+
+    async def load(self, session_id: str) -> list[Message]:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(PG_LOAD, (session_id,))
+            return [json.loads(row[0]) for row in await cursor.fetchall()]
+
+    async def list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]:
+        where = "WHERE user_id = %s " if user_id is not None else ""
+        params: tuple[Any, ...] = (user_id, limit) if user_id is not None else (limit,)
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM {CONV} {where}{NEWEST_FIRST} LIMIT %s"
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql, params)
+            rows = await cursor.fetchall()
+        # The JSON columns are text (the app's ExactJSONField): decode them.
+        return [(*row[:3], json.loads(row[3]) if row[3] else None, *row[4:]) for row in rows]
+
+
+class SqliteBaseline:
+    """Plain ``sqlite3`` called straight from the event loop: no thread hop."""
+
+    name = "sqlite3"
+
+    def __init__(self) -> None:
+        self.conn: sqlite3.Connection | None = None
+
+    async def open(self, pool_size: int) -> None:
+        self.conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+        self.conn.execute(settings.SQLITE_INIT)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _db(self) -> sqlite3.Connection:
+        assert self.conn is not None, "open() first"
+        return self.conn
+
+    async def append(
+        self, session_id: str, user_id: str | None, run_id: str, turn: int, messages: list[Message]
+    ) -> None:
+        conn = self._db()
+        now = str(datetime.now(UTC).replace(tzinfo=None))
+        count = len(messages)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conversation_id, total = conn.execute(
+                SQLITE_UPSERT,
+                (secrets.token_urlsafe(16), session_id, user_id, None, now, now, count),
+            ).fetchone()
+            first = total - count
+            conn.executemany(
+                SQLITE_INSERT,
+                [
+                    (conversation_id, first + i, run_id, turn, m["role"], encode(m), now)
+                    for i, m in enumerate(messages)
+                ],
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    async def load(self, session_id: str) -> list[Message]:
+        rows = self._db().execute(SQLITE_LOAD, (session_id,)).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    async def list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]:
+        where = "WHERE user_id = ? " if user_id is not None else ""
+        params: tuple[Any, ...] = (user_id, limit) if user_id is not None else (limit,)
+        sql = (
+            f"SELECT {SUMMARY_COLUMNS} FROM {CONV} {where}ORDER BY updated_at DESC, id DESC LIMIT ?"
+        )
+        rows = self._db().execute(sql, params).fetchall()
+        # sqlite3 returns text: decode JSON and timestamps, as psycopg does in C,
+        # so both baselines hand back the same values the store does.
+        return [
+            (
+                *row[:3],
+                json.loads(row[3]) if row[3] else None,
+                datetime.fromisoformat(row[4]).replace(tzinfo=UTC),
+                datetime.fromisoformat(row[5]).replace(tzinfo=UTC),
+                row[6],
+            )
+            for row in rows
+        ]
+
+
+def make_baseline() -> Baseline:
+    return PostgresBaseline() if settings.BACKEND == "postgres" else SqliteBaseline()

@@ -1,0 +1,85 @@
+"""The markdown report: machine, command, table, misses, query plans."""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import django
+
+from .timing import Row
+
+ANALYSIS = Path(__file__).with_name("analysis.md")
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}"
+
+
+def _ms(seconds: float, ops: int) -> str:
+    return f"{seconds / ops * 1000:.3f}"
+
+
+def render(results: list[dict[str, Any]], command: str) -> str:
+    lines = [
+        "# anvia-django benchmarks",
+        "",
+        f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {machine()}",
+        f"- Python {platform.python_version()}, Django {django.get_version()}",
+        "- Databases: " + ", ".join(f"{r['server']} (baseline: {r['baseline']})" for r in results),
+        f"- Command: `{command}`",
+        "",
+        "Times are medians over the repeats, per call in milliseconds. The ratio is the",
+        "store's median over the raw-driver baseline's, measured interleaved in the same run;",
+        "ratios, not absolute times, are what to compare across runs (shared, noisy machine).",
+        "",
+        "| backend | workload | what | calls | repeats | store ms/call | baseline ms/call"
+        " | ratio | target | met |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    misses: list[str] = []
+    for result in results:
+        for data in result["rows"]:
+            row = Row.from_dict(data)
+            base = "" if row.baseline_s is None else _ms(row.baseline_s, row.ops)
+            ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
+            target = "" if row.target is None else f"<= {row.target:g}x"
+            met = {True: "yes", False: "**no**", None: ""}[row.met]
+            baseline_name = "" if row.baseline == "raw driver" else f" (vs {row.baseline})"
+            lines.append(
+                f"| {result['backend']} | {row.workload} | {row.what}{baseline_name} | {row.ops:,}"
+                f" | {row.repeats} | {_ms(row.store_s, row.ops)} | {base} | {ratio}"
+                f" | {target} | {met} |"
+            )
+            if row.met is False and row.ratio is not None and row.target is not None:
+                misses.append(
+                    f"- {result['backend']} {row.workload} {row.what}: {row.ratio:.2f}x against"
+                    f" a target of {row.target:g}x ({row.ratio / row.target - 1:+.0%})."
+                )
+    lines.append("")
+    lines += ["## Targets missed in this run", ""]
+    lines += misses or ["None."]
+    notes = [note for result in results for note in result["notes"]]
+    if notes:
+        lines += ["", "## Pending", "", *[f"- {note}" for note in notes]]
+    if ANALYSIS.exists():
+        lines += ["", ANALYSIS.read_text().strip()]
+    for result in results:
+        if not result["plans"]:
+            continue
+        lines += ["", f"## Query plans, {result['server']} (W5 data, largest size)", ""]
+        for what, sql, plan in result["plans"]:
+            lines += [f"**{what}**", "", "```sql", sql, "```", "", "```", plan, "```", ""]
+    return "\n".join(lines).rstrip() + "\n"

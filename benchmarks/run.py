@@ -1,0 +1,96 @@
+"""One backend's run, in its own process: fresh database, workloads, plans."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import django
+
+TARGETS = {
+    # workload -> (postgres, sqlite) largest acceptable ratio
+    "W1": (1.3, 2.0),
+    "W2": (1.3, 2.0),
+    "W3": (1.3, 2.0),
+    "W4": (1.3, 1.3),
+    "W5": (2.0, 2.0),
+}
+SCALING_TARGET = 1.5
+
+
+def setup_django(backend: str | None) -> None:
+    if backend in ("sqlite", "postgres"):
+        os.environ["ANVIA_BENCH_DB"] = backend
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    django.setup()
+
+
+def run_backend(args: argparse.Namespace) -> int:
+    setup_django(args.backend if args.backend != "all" or args.profile else None)
+    from django.conf import settings
+
+    from .database import create_fresh_database, server_version
+
+    create_fresh_database()
+    if args.profile is not None:
+        from .profiling import profile
+
+        print(profile(args.profile, quick=args.quick))
+        return 0
+    result = asyncio.run(_run(args))
+    result["backend"] = settings.BACKEND
+    result["server"] = server_version()
+    args.child_json.write_text(json.dumps(result))
+    return 0
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from django.conf import settings
+
+    from anvia_django.store import DjangoMemoryStore
+
+    from . import workloads
+    from .raw import make_baseline
+
+    sizes = workloads.QUICK if args.quick else workloads.Sizes()
+    only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
+    baseline = make_baseline()
+    await baseline.open(sizes.concurrency)
+    bench = workloads.Bench(DjangoMemoryStore(), baseline, sizes)
+    steps = [
+        ({"W1", "W2", "W3"}, workloads.appends),
+        ({"W4"}, workloads.loads),
+        ({"W5"}, workloads.lists),
+        ({"W6"}, workloads.api),
+        ({"W7"}, workloads.memory),
+    ]
+    rows = []
+    plans: list[tuple[str, str, str]] = []
+    try:
+        for names, step in steps:
+            if only and not names & only:
+                continue
+            print(f"   {'/'.join(sorted(names))} ...", flush=True)
+            rows += [row for row in await step(bench) if not only or row.workload in only]
+            if step is workloads.lists:
+                plans = await workloads.plans(bench)
+    finally:
+        await baseline.close()
+    pg = settings.BACKEND == "postgres"
+    for row in rows:
+        if row.baseline.startswith("store at"):
+            row.target = SCALING_TARGET
+        elif row.workload in TARGETS:
+            row.target = TARGETS[row.workload][0 if pg else 1]
+    return {
+        "rows": [row.as_dict() for row in rows],
+        "plans": plans,
+        "notes": bench.notes,
+        "baseline": baseline.name,
+        "sizes": vars(sizes) if hasattr(sizes, "__dict__") else {},
+        "output": str(Path.cwd()),
+    }

@@ -1,0 +1,81 @@
+"""Django settings for the benchmarks.
+
+``ANVIA_BENCH_DB=postgres`` selects PostgreSQL (the ``ANVIA_PG_*`` variables
+of tests/settings.py, database ``ANVIA_BENCH_PG_NAME``, default
+``anvia_bench``), anything else a SQLite file in the documented
+configuration (``transaction_mode`` IMMEDIATE, WAL journal).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SECRET_KEY = "benchmarks-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "benchmarks.urls"
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
+
+BACKEND = (
+    "postgres"
+    if os.environ.get("ANVIA_BENCH_DB", "sqlite").lower()
+    in (
+        "postgres",
+        "postgresql",
+    )
+    else "sqlite"
+)
+
+PG_CONNINFO = {
+    "host": os.environ.get("ANVIA_PG_HOST", "127.0.0.1"),
+    "port": os.environ.get("ANVIA_PG_PORT", "5432"),
+    "user": os.environ.get("ANVIA_PG_USER", "postgres"),
+    "password": os.environ.get("ANVIA_PG_PASSWORD", ""),
+    "dbname": os.environ.get("ANVIA_BENCH_PG_NAME", "anvia_bench"),
+}
+SQLITE_FILE = Path(
+    os.environ.get("ANVIA_BENCH_SQLITE_FILE", Path(tempfile.gettempdir()) / "anvia-bench.sqlite3")
+)
+SQLITE_INIT = "PRAGMA journal_mode=WAL;"
+
+DATABASES: dict[str, dict[str, Any]]
+if BACKEND == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "HOST": PG_CONNINFO["host"],
+            "PORT": PG_CONNINFO["port"],
+            "USER": PG_CONNINFO["user"],
+            "PASSWORD": PG_CONNINFO["password"],
+            "NAME": PG_CONNINFO["dbname"],
+            "CONN_MAX_AGE": None,
+        }
+    }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(SQLITE_FILE),
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": SQLITE_INIT,
+            },
+            "CONN_MAX_AGE": None,
+        }
+    }
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "rest_framework",
+    "anvia_django",
+]
+MIDDLEWARE: list[str] = []
+ANVIA_DJANGO = {"INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"]}

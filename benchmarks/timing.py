@@ -1,0 +1,75 @@
+"""Repeated, interleaved timings and the rows of the results table."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+Run = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Row:
+    workload: str
+    what: str
+    ops: int
+    """Store calls (or requests) per measurement."""
+    store_s: float
+    """Median seconds for all ``ops`` through the store."""
+    baseline_s: float | None
+    repeats: int
+    target: float | None = None
+    """Largest acceptable ``ratio``; ``None`` when the row only informs."""
+    baseline: str = "raw driver"
+    unit: str = "s"
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_s is None or self.baseline_s <= 0:
+            return None
+        return self.store_s / self.baseline_s
+
+    @property
+    def met(self) -> bool | None:
+        ratio = self.ratio
+        if self.target is None or ratio is None:
+            return None
+        return ratio <= self.target
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Row:
+        return cls(**data)
+
+
+async def measure(
+    store: Run, baseline: Run | None, repeats: int, setup: Callable[[], None] | None = None
+) -> tuple[float, float | None]:
+    """Median wall time of ``store`` and ``baseline``, interleaved.
+
+    The two alternate which goes first, so drift on a shared machine (another
+    engineer's test run starting) lands on both sides alike.
+    """
+    store_times: list[float] = []
+    baseline_times: list[float] = []
+    for repeat in range(repeats):
+        pairs: list[tuple[Run, list[float]]] = [(store, store_times)]
+        if baseline is not None:
+            pairs.append((baseline, baseline_times))
+        if repeat % 2:
+            pairs.reverse()
+        for fn, times in pairs:
+            if setup is not None:
+                setup()
+            started = time.perf_counter()
+            await fn()
+            times.append(time.perf_counter() - started)
+    return (
+        statistics.median(store_times),
+        statistics.median(baseline_times) if baseline_times else None,
+    )

@@ -1,0 +1,324 @@
+"""W1..W7 as issue 6 lists them; each returns rows for the results table."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import connections
+
+from anvia_django.core.memory.types import (
+    MemoryAppendInput,
+    MemoryContext,
+    MemoryConversationListOptions,
+    Message,
+)
+from anvia_django.store import DjangoMemoryStore
+
+from .database import empty_tables
+from .fixtures import bulk_conversations, bulk_messages, chat_message, turn_batch
+from .raw import Baseline
+from .timing import Row, measure
+
+
+@dataclass(frozen=True)
+class Sizes:
+    sessions: int = 200
+    messages_per_session: int = 20
+    concurrency: int = 16
+    long_session: int = 1_000
+    long_loads: int = 20
+    short_loads: int = 1_000
+    list_small: int = 10_000
+    list_large: int = 100_000
+    list_calls: int = 100
+    api_conversations: int = 10_000
+    api_requests: int = 100
+    memory_small: int = 10_000
+    memory_large: int = 100_000
+    write_repeats: int = 5
+    read_repeats: int = 7
+
+
+QUICK = Sizes(
+    sessions=20,
+    messages_per_session=10,
+    long_session=200,
+    long_loads=5,
+    short_loads=100,
+    list_small=1_000,
+    list_large=10_000,
+    list_calls=20,
+    api_conversations=1_000,
+    api_requests=20,
+    memory_small=1_000,
+    memory_large=10_000,
+    write_repeats=3,
+    read_repeats=3,
+)
+
+
+@dataclass
+class Bench:
+    store: DjangoMemoryStore
+    baseline: Baseline
+    sizes: Sizes
+    notes: list[str] = field(default_factory=list)
+
+
+# One append of the W1/W2 schedule: (session, run id, turn, messages).
+Append = tuple[str, str, int, list[Message]]
+
+
+def single_message_schedule(sizes: Sizes) -> list[Append]:
+    """W1: every session gets one message per call, sessions interleaved.
+
+    Run ids change every four messages and two calls share a turn, as the
+    runtime's per-message save policy produces them.
+    """
+    return [
+        (f"s{s}", f"run-{k // 4}", k % 4 // 2 + 1, [chat_message(k)])
+        for k in range(sizes.messages_per_session)
+        for s in range(sizes.sessions)
+    ]
+
+
+def batch_schedule(sizes: Sizes) -> list[Append]:
+    """W3: one call per turn of four messages."""
+    return [
+        (f"s{s}", f"run-{k}", 1, turn_batch(k))
+        for k in range(sizes.messages_per_session // 4)
+        for s in range(sizes.sessions)
+    ]
+
+
+def user_of(session: str) -> str:
+    return f"user-{int(session[1:]) % 10}"
+
+
+def store_appends(
+    store: DjangoMemoryStore, schedule: list[Append], tasks: int
+) -> Callable[[], Awaitable[None]]:
+    inputs = [
+        MemoryAppendInput(MemoryContext(s, user_id=user_of(s)), run_id, turn, messages)
+        for s, run_id, turn, messages in schedule
+    ]
+
+    async def one_task(part: list[MemoryAppendInput]) -> None:
+        if tasks == 1:
+            for item in part:
+                await store.append(item)
+            return
+        # Each task is one agent session served concurrently: Django's ASGI
+        # handler gives every request such a context (its own sync thread and
+        # connection); without one, asgiref runs all sync code on one thread.
+        async with ThreadSensitiveContext():
+            for item in part:
+                await store.append(item)
+            await sync_to_async(connections.close_all)()
+
+    async def go() -> None:
+        await asyncio.gather(*(one_task(part) for part in _split(inputs, tasks)))
+
+    return go
+
+
+def baseline_appends(
+    baseline: Baseline, schedule: list[Append], tasks: int
+) -> Callable[[], Awaitable[None]]:
+    async def one_task(part: list[Append]) -> None:
+        for s, run_id, turn, messages in part:
+            await baseline.append(s, user_of(s), run_id, turn, messages)
+
+    async def go() -> None:
+        await asyncio.gather(*(one_task(part) for part in _split(schedule, tasks)))
+
+    return go
+
+
+def _split(items: list[Any], tasks: int) -> list[list[Any]]:
+    """Give each task whole sessions, so no two tasks race on one session."""
+    if tasks == 1:
+        return [items]
+    parts: list[list[Any]] = [[] for _ in range(tasks)]
+    for item in items:
+        parts[int(item_session(item)[1:]) % tasks].append(item)
+    return parts
+
+
+def item_session(item: Any) -> str:
+    return item.context.session_id if isinstance(item, MemoryAppendInput) else item[0]
+
+
+async def appends(bench: Bench) -> list[Row]:
+    sizes = bench.sizes
+    rows = []
+    cases = [
+        ("W1", "append 1 message per call", single_message_schedule(sizes), 1),
+        (
+            "W2",
+            f"append 1 message per call, {sizes.concurrency} asyncio tasks",
+            single_message_schedule(sizes),
+            sizes.concurrency,
+        ),
+        ("W3", "append turn batches of 4 messages", batch_schedule(sizes), 1),
+    ]
+    for workload, what, schedule, tasks in cases:
+        store_s, raw_s = await measure(
+            store_appends(bench.store, schedule, tasks),
+            baseline_appends(bench.baseline, schedule, tasks),
+            sizes.write_repeats,
+            setup=empty_tables,
+        )
+        label = f"{what} ({sizes.sessions} sessions x {sizes.messages_per_session} messages)"
+        rows.append(Row(workload, label, len(schedule), store_s, raw_s, sizes.write_repeats, None))
+    return rows
+
+
+async def loads(bench: Bench) -> list[Row]:
+    sizes = bench.sizes
+    empty_tables()
+    bulk_messages("long", sizes.long_session)
+    short_sessions = [f"short-{i}" for i in range(200)]
+    for session in short_sessions:
+        bulk_messages(session, 20)
+    rows = []
+
+    long_context = MemoryContext("long")
+
+    async def store_long() -> None:
+        for _ in range(sizes.long_loads):
+            await bench.store.load(long_context)
+
+    async def raw_long() -> None:
+        for _ in range(sizes.long_loads):
+            await bench.baseline.load("long")
+
+    store_s, raw_s = await measure(store_long, raw_long, sizes.read_repeats)
+    rows.append(
+        Row(
+            "W4",
+            f"load a {sizes.long_session:,}-message session",
+            sizes.long_loads,
+            store_s,
+            raw_s,
+            sizes.read_repeats,
+        )
+    )
+
+    contexts = [MemoryContext(short_sessions[i % 200]) for i in range(sizes.short_loads)]
+
+    async def store_short() -> None:
+        for context in contexts:
+            await bench.store.load(context)
+
+    async def raw_short() -> None:
+        for context in contexts:
+            await bench.baseline.load(context.session_id)
+
+    store_s, raw_s = await measure(store_short, raw_short, sizes.read_repeats)
+    rows.append(
+        Row("W4", "load 20-message sessions", sizes.short_loads, store_s, raw_s, sizes.read_repeats)
+    )
+    return rows
+
+
+async def lists(bench: Bench) -> list[Row]:
+    sizes = bench.sizes
+    empty_tables()
+    rows: list[Row] = []
+    loaded = 0
+    overall: dict[int, float] = {}
+    for total in (sizes.list_small, sizes.list_large):
+        bulk_conversations(loaded, total)
+        loaded = total
+        for user_id in (None, "user-7"):
+            options = MemoryConversationListOptions(limit=50, user_id=user_id)
+
+            async def store_list(options: MemoryConversationListOptions = options) -> None:
+                for _ in range(sizes.list_calls):
+                    await bench.store.inspector.list_conversations(options)
+
+            async def raw_list(user_id: str | None = user_id) -> None:
+                for _ in range(sizes.list_calls):
+                    await bench.baseline.list(50, user_id)
+
+            store_s, raw_s = await measure(store_list, raw_list, sizes.read_repeats)
+            who = "overall" if user_id is None else "for one user"
+            rows.append(
+                Row(
+                    "W5",
+                    f"list 50 newest of {total:,} conversations, {who}",
+                    sizes.list_calls,
+                    store_s,
+                    raw_s,
+                    sizes.read_repeats,
+                )
+            )
+            overall[total if user_id is None else -total] = store_s
+    for sign, who in ((1, "overall"), (-1, "for one user")):
+        rows.append(
+            Row(
+                "W5",
+                f"list at {sizes.list_large:,} vs at {sizes.list_small:,} conversations, {who}",
+                sizes.list_calls,
+                overall[sign * sizes.list_large],
+                overall[sign * sizes.list_small],
+                sizes.read_repeats,
+                baseline=f"store at {sizes.list_small:,}",
+            )
+        )
+    return rows
+
+
+async def plans(bench: Bench) -> list[tuple[str, str, str]]:
+    """EXPLAIN the store's list and load queries on the W5 data (large size)."""
+    from asgiref.sync import sync_to_async
+
+    from .explain import store_query_plans
+
+    bulk_messages("long", bench.sizes.long_session)
+    return await sync_to_async(store_query_plans)("long", "user-7")
+
+
+def _api_available() -> bool:
+    """The inspector API has landed and its W6/W7 drivers (benchmarks/api.py) exist."""
+    from importlib.util import find_spec
+
+    return find_spec("anvia_django.urls") is not None and find_spec("benchmarks.api") is not None
+
+
+async def api(bench: Bench) -> list[Row]:
+    """W6: list and detail requests through Django's test client."""
+    if not _api_available():
+        bench.notes.append(
+            "W6 pending: the inspector API (anvia_django.urls, branch `inspector`) is not"
+            " merged into this branch yet, nor its request driver benchmarks/api.py written."
+        )
+        return []
+    from asgiref.sync import sync_to_async
+
+    from .api import api_rows
+
+    empty_tables()
+    bulk_conversations(0, bench.sizes.api_conversations)
+    bulk_messages("bulk-7", 20)
+    return await sync_to_async(api_rows)(bench.sizes)
+
+
+async def memory(bench: Bench) -> list[Row]:
+    """W7: peak memory of the paged API and the export command, by length."""
+    if not _api_available():
+        bench.notes.append(
+            "W7 pending: needs the paged inspector API and the `anvia_memory` export"
+            " command, neither merged into this branch yet."
+        )
+        return []
+    from asgiref.sync import sync_to_async
+
+    from .api import memory_rows
+
+    return await sync_to_async(memory_rows)(bench.sizes, bench.notes)
