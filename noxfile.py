@@ -40,3 +40,11 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("mypy", "anvia_django", "tests", "example_project", "scripts")
+
+
+@nox.session(python="3.12")
+def benchmarks(session: nox.Session) -> None:
+    """The quick benchmark run, so the harness cannot rot; the numbers are not judged."""
+    session.install("-e", ".[bench]")
+    output = session.create_tmp() + "/RESULTS.quick.md"
+    session.run("python", "-m", "benchmarks", "--quick", "--backend", "all", "--output", output)
