@@ -49,6 +49,10 @@ PG_LOAD = (
     f"SELECT m.message FROM {MSG} m JOIN {CONV} c ON c.id = m.conversation_id"
     " WHERE c.session_id = %s ORDER BY m.position"
 )
+PG_MESSAGE_PAGE = (
+    f"SELECT position, run_id, turn, created_at, message FROM {MSG}"
+    " WHERE conversation_id = %s ORDER BY position LIMIT %s"
+)
 SQLITE_UPSERT = _UPSERT.format(p="?")
 SQLITE_INSERT = (
     f"INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message, created_at)"
@@ -61,6 +65,60 @@ def encode(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def summary_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A ``SUMMARY_COLUMNS`` row (JSON decoded, datetimes aware) in the API's shape."""
+    ref, session_id, user_id, metadata, created_at, updated_at, message_count = row
+    return {
+        "ref": ref,
+        "sessionId": session_id,
+        "userId": user_id,
+        "metadata": metadata,
+        "createdAt": created_at.astimezone(UTC).isoformat(),
+        "updatedAt": updated_at.astimezone(UTC).isoformat(),
+        "messageCount": message_count,
+    }
+
+
+def message_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    position, run_id, turn, created_at, message = row
+    return {
+        "position": position,
+        "runId": run_id,
+        "turn": turn,
+        "createdAt": created_at.astimezone(UTC).isoformat(),
+        "message": json.loads(message),
+    }
+
+
+def _keyset(user_id: str | None, after: tuple[datetime, int] | None, p: str) -> str:
+    conditions = []
+    if user_id is not None:
+        conditions.append(f"user_id = {p}")
+    if after is not None:
+        conditions.append(f"(updated_at < {p} OR (updated_at = {p} AND id < {p}))")
+    return f"WHERE {' AND '.join(conditions)} " if conditions else ""
+
+
+def _keyset_params(
+    user_id: str | None, after: tuple[datetime, int] | None, moment: Any, limit: int
+) -> tuple[Any, ...]:
+    params: tuple[Any, ...] = (user_id,) if user_id is not None else ()
+    if after is not None:
+        params += (moment, moment, after[1])
+    return (*params, limit + 1)
+
+
+def _page_body(rows: list[tuple[Any, ...]], limit: int) -> str:
+    # The id column only tells whether a next page exists (the Link header).
+    return json.dumps([summary_json(row[1:]) for row in rows[:limit]], separators=(",", ":"))
+
+
+def _detail_body(summary: tuple[Any, ...], messages: list[tuple[Any, ...]], limit: int) -> str:
+    body = summary_json(summary)
+    body["messages"] = [message_json(row) for row in messages[:limit]]
+    return json.dumps(body, separators=(",", ":"))
+
+
 class Baseline(Protocol):
     name: str
 
@@ -71,6 +129,10 @@ class Baseline(Protocol):
     ) -> None: ...
     async def load(self, session_id: str) -> list[Message]: ...
     async def list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]: ...
+    async def list_page(
+        self, limit: int, user_id: str | None, after: tuple[datetime, int] | None = None
+    ) -> str: ...
+    async def detail(self, ref: str, limit: int) -> str: ...
 
 
 class PostgresBaseline:
@@ -118,6 +180,32 @@ class PostgresBaseline:
             rows = await cursor.fetchall()
         # The JSON columns are text (the app's ExactJSONField): decode them.
         return [(*row[:3], json.loads(row[3]) if row[3] else None, *row[4:]) for row in rows]
+
+    async def list_page(
+        self, limit: int, user_id: str | None, after: tuple[datetime, int] | None = None
+    ) -> str:
+        sql = (
+            f"SELECT id, {SUMMARY_COLUMNS} FROM {CONV} {_keyset(user_id, after, '%s')}"
+            f"{NEWEST_FIRST} LIMIT %s"
+        )
+        params = _keyset_params(user_id, after, after[0] if after else None, limit)
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql, params)
+            rows = await cursor.fetchall()
+        decoded = [(*row[:4], json.loads(row[4]) if row[4] else None, *row[5:]) for row in rows]
+        return _page_body(decoded, limit)
+
+    async def detail(self, ref: str, limit: int) -> str:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT id, {SUMMARY_COLUMNS} FROM {CONV} WHERE ref = %s", (ref,)
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            cursor = await conn.execute(PG_MESSAGE_PAGE, (row[0], limit + 1))
+            messages = await cursor.fetchall()
+        summary = (*row[1:4], json.loads(row[4]) if row[4] else None, *row[5:])
+        return _detail_body(summary, messages, limit)
 
 
 class SqliteBaseline:
@@ -189,6 +277,39 @@ class SqliteBaseline:
             )
             for row in rows
         ]
+
+    async def list_page(
+        self, limit: int, user_id: str | None, after: tuple[datetime, int] | None = None
+    ) -> str:
+        sql = (
+            f"SELECT id, {SUMMARY_COLUMNS} FROM {CONV} {_keyset(user_id, after, '?')}"
+            f"{NEWEST_FIRST} LIMIT ?"
+        )
+        moment = str(after[0].astimezone(UTC).replace(tzinfo=None)) if after else None
+        rows = self._db().execute(sql, _keyset_params(user_id, after, moment, limit)).fetchall()
+        return _page_body([(row[0], *_sqlite_summary(row[1:])) for row in rows], limit)
+
+    async def detail(self, ref: str, limit: int) -> str:
+        conn = self._db()
+        row = conn.execute(f"SELECT id, {SUMMARY_COLUMNS} FROM {CONV} WHERE ref = ?", (ref,))
+        found = row.fetchone()
+        assert found is not None
+        messages = conn.execute(PG_MESSAGE_PAGE.replace("%s", "?"), (found[0], limit + 1))
+        decoded = [
+            (*m[:3], datetime.fromisoformat(m[3]).replace(tzinfo=UTC), m[4])
+            for m in messages.fetchall()
+        ]
+        return _detail_body(_sqlite_summary(found[1:]), decoded, limit)
+
+
+def _sqlite_summary(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (
+        *row[:3],
+        json.loads(row[3]) if row[3] else None,
+        datetime.fromisoformat(row[4]).replace(tzinfo=UTC),
+        datetime.fromisoformat(row[5]).replace(tzinfo=UTC),
+        row[6],
+    )
 
 
 def make_baseline() -> Baseline:

@@ -31,6 +31,17 @@ def _ms(seconds: float, ops: int) -> str:
     return f"{seconds / ops * 1000:.3f}"
 
 
+def _load(averages: list[float]) -> str:
+    return "/".join(f"{value:.2f}" for value in averages)
+
+
+def _value(row: Row, value: float) -> str:
+    """Per-call milliseconds, or for memory rows the whole peak in MiB."""
+    if row.unit == "bytes":
+        return f"{value / 2**20:.2f} MiB peak"
+    return _ms(value, row.ops)
+
+
 def render(results: list[dict[str, Any]], command: str) -> str:
     lines = [
         "# anvia-django benchmarks",
@@ -40,10 +51,17 @@ def render(results: list[dict[str, Any]], command: str) -> str:
         f"- Python {platform.python_version()}, Django {django.get_version()}",
         "- Databases: " + ", ".join(f"{r['server']} (baseline: {r['baseline']})" for r in results),
         f"- Command: `{command}`",
+        *[
+            f"- Load average (1/5/15 min) during the {r['backend']} run:"
+            f" {_load(r['load'][0])} at the start, {_load(r['load'][1])} at the end"
+            for r in results
+            if r.get("load")
+        ],
         "",
         "Times are medians over the repeats, per call in milliseconds. The ratio is the",
         "store's median over the raw-driver baseline's, measured interleaved in the same run;",
         "ratios, not absolute times, are what to compare across runs (shared, noisy machine).",
+        "W7 rows are tracemalloc peaks (MiB) of one pass, long conversation over short.",
         "",
         "| backend | workload | what | calls | repeats | store ms/call | baseline ms/call"
         " | ratio | target | met |",
@@ -53,14 +71,14 @@ def render(results: list[dict[str, Any]], command: str) -> str:
     for result in results:
         for data in result["rows"]:
             row = Row.from_dict(data)
-            base = "" if row.baseline_s is None else _ms(row.baseline_s, row.ops)
+            base = "" if row.baseline_s is None else _value(row, row.baseline_s)
             ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
             target = "" if row.target is None else f"<= {row.target:g}x"
             met = {True: "yes", False: "**no**", None: ""}[row.met]
             baseline_name = "" if row.baseline == "raw driver" else f" (vs {row.baseline})"
             lines.append(
                 f"| {result['backend']} | {row.workload} | {row.what}{baseline_name} | {row.ops:,}"
-                f" | {row.repeats} | {_ms(row.store_s, row.ops)} | {base} | {ratio}"
+                f" | {row.repeats} | {_value(row, row.store_s)} | {base} | {ratio}"
                 f" | {target} | {met} |"
             )
             if row.met is False and row.ratio is not None and row.target is not None:

@@ -41,7 +41,9 @@ def run_backend(args: argparse.Namespace) -> int:
 
         print(profile(args.profile, quick=args.quick))
         return 0
+    load_before = os.getloadavg()
     result = asyncio.run(_run(args))
+    result["load"] = [load_before, os.getloadavg()]
     result["backend"] = settings.BACKEND
     result["server"] = server_version()
     args.child_json.write_text(json.dumps(result))

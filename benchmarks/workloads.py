@@ -284,41 +284,17 @@ async def plans(bench: Bench) -> list[tuple[str, str, str]]:
     return await sync_to_async(store_query_plans)("long", "user-7")
 
 
-def _api_available() -> bool:
-    """The inspector API has landed and its W6/W7 drivers (benchmarks/api.py) exist."""
-    from importlib.util import find_spec
-
-    return find_spec("anvia_django.urls") is not None and find_spec("benchmarks.api") is not None
-
-
 async def api(bench: Bench) -> list[Row]:
     """W6: list and detail requests through Django's test client."""
-    if not _api_available():
-        bench.notes.append(
-            "W6 pending: the inspector API (anvia_django.urls, branch `inspector`) is not"
-            " merged into this branch yet, nor its request driver benchmarks/api.py written."
-        )
-        return []
-    from asgiref.sync import sync_to_async
-
     from .api import api_rows
 
-    empty_tables()
-    bulk_conversations(0, bench.sizes.api_conversations)
-    bulk_messages("bulk-7", 20)
-    return await sync_to_async(api_rows)(bench.sizes)
+    return await api_rows(bench)
 
 
 async def memory(bench: Bench) -> list[Row]:
     """W7: peak memory of the paged API and the export command, by length."""
-    if not _api_available():
-        bench.notes.append(
-            "W7 pending: needs the paged inspector API and the `anvia_memory` export"
-            " command, neither merged into this branch yet."
-        )
-        return []
     from asgiref.sync import sync_to_async
 
     from .api import memory_rows
 
-    return await sync_to_async(memory_rows)(bench.sizes, bench.notes)
+    return await sync_to_async(memory_rows)(bench.sizes)
