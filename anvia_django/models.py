@@ -23,8 +23,11 @@ def new_ref() -> str:
 
 
 class Conversation(models.Model):
-    ref = models.CharField(max_length=32, unique=True, default=new_ref, editable=False)
-    session_id = models.CharField(max_length=ID_MAX_LENGTH, unique=True)
+    # Unique through Meta.constraints, not unique=True: on PostgreSQL that
+    # would add a second (varchar_pattern_ops) index per column for LIKE
+    # queries nothing runs, which every insert would have to maintain.
+    ref = models.CharField(max_length=32, default=new_ref, editable=False)
+    session_id = models.CharField(max_length=ID_MAX_LENGTH)
     # NULL, not "", for "no owner": "" would be a user id like any other.
     user_id = models.CharField(max_length=ID_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     metadata = ExactJSONField(null=True, blank=True)
@@ -38,6 +41,10 @@ class Conversation(models.Model):
 
     class Meta:
         verbose_name = "conversation"
+        constraints = [
+            models.UniqueConstraint(fields=["session_id"], name="anvia_conv_session_uniq"),
+            models.UniqueConstraint(fields=["ref"], name="anvia_conv_ref_uniq"),
+        ]
         indexes = [
             models.Index(fields=["updated_at", "id"], name="anvia_conv_updated_idx"),
             models.Index(

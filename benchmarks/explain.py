@@ -9,14 +9,30 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from anvia_django.core.memory.types import MemoryContext
-from anvia_django.persistence import list_conversation_summaries, load_messages
+from anvia_django.persistence import (
+    list_conversation_page,
+    list_conversation_summaries,
+    list_message_page,
+    load_messages,
+    resolve_conversation,
+)
 
 
 def store_query_plans(long_session: str, user_id: str) -> list[tuple[str, str, str]]:
-    """(what, sql, plan) for every query behind list and load calls."""
+    """(what, sql, plan) for every query behind list, page and load calls."""
+    middle = list_conversation_page(200).next_key
+    long = resolve_conversation(long_session)
+    assert long is not None
+    found = _conversation_id(long.ref)
     calls: list[tuple[str, Callable[[], object]]] = [
         ("list 50 newest, overall", lambda: list_conversation_summaries(50)),
         ("list 50 newest, one user", lambda: list_conversation_summaries(50, user_id)),
+        ("list page 5 (keyset after row 200)", lambda: list_conversation_page(50, after=middle)),
+        ("find a conversation by ref (API detail)", lambda: _conversation_id(long.ref)),
+        (
+            "a page of messages after position 500",
+            lambda: list_message_page(found, after=500, limit=100),
+        ),
         ("load a session", lambda: load_messages(MemoryContext(long_session))),
     ]
     plans = []
@@ -27,6 +43,14 @@ def store_query_plans(long_session: str, user_id: str) -> list[tuple[str, str, s
             sql = query["sql"]
             plans.append((what, sql, _plan(sql)))
     return plans
+
+
+def _conversation_id(ref: str) -> int:
+    from anvia_django.persistence import find_conversation
+
+    found = find_conversation(ref)
+    assert found is not None
+    return found.id
 
 
 def _plan(sql: str) -> str:

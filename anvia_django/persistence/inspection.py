@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+from django.db import connections
 from django.db.models import Q, QuerySet
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -34,6 +36,7 @@ from .rows import (
     message_from_row,
     summary_from_row,
 )
+from .statements import columns, fetch, supported
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
@@ -112,14 +115,11 @@ def list_conversation_page(
     scan sees every conversation that was not updated during it exactly once.
     """
     validate_limit(limit)
-    conversations = _conversations(using, user_id)
-    if after is not None:
-        conversations = conversations.filter(
-            Q(updated_at__lt=after.updated_at) | Q(updated_at=after.updated_at, id__lt=after.id)
-        )
-    rows = list(
-        conversations.order_by("-updated_at", "-id").values_list("id", *SUMMARY_FIELDS)[: limit + 1]
-    )
+    alias = read_alias(using)
+    if supported(alias):
+        rows = _conversation_rows(alias, limit, user_id, after)
+    else:
+        rows = _conversation_rows_orm(alias, limit, user_id, after)
     next_key = None
     if len(rows) > limit:
         last = rows[limit - 1]
@@ -131,6 +131,53 @@ def list_conversation_page(
     )
 
 
+_SUMMARY_ROW = ("id", *SUMMARY_FIELDS)
+
+
+def _conversation_rows(
+    alias: str, limit: int, user_id: str | None, after: ConversationKey | None
+) -> list[tuple[Any, ...]]:
+    # Cached SQL, not a queryset: for a 50-row page the ORM's query building
+    # and compiling cost more than the database's answer.
+    params: list[Any] = [] if user_id is None else [user_id]
+    if after is not None:
+        updated_at = Conversation._meta.get_field("updated_at")
+        params += [updated_at.get_db_prep_value(after.updated_at, connections[alias]), after.id]
+    params.append(limit + 1)
+    sql = _listing_sql(alias, by_user=user_id is not None, keyset=after is not None)
+    return fetch(alias, sql, params, columns(alias, Conversation, _SUMMARY_ROW))
+
+
+@lru_cache(maxsize=32)
+def _listing_sql(alias: str, *, by_user: bool, keyset: bool) -> str:
+    spec = columns(alias, Conversation, _SUMMARY_ROW)
+    names = spec.names
+    conditions = [f"{names['user_id']} = %s"] if by_user else []
+    if keyset:
+        # A row-value comparison is an index condition on (updated_at, id),
+        # so a deep page seeks straight to its key instead of filtering
+        # every newer row on the way.
+        conditions.append(f"({names['updated_at']}, {names['id']}) < (%s, %s)")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return (
+        f"SELECT {spec.select(_SUMMARY_ROW)} FROM {spec.table}{where}"
+        f" ORDER BY {names['updated_at']} DESC, {names['id']} DESC LIMIT %s"
+    )
+
+
+def _conversation_rows_orm(
+    alias: str, limit: int, user_id: str | None, after: ConversationKey | None
+) -> list[tuple[Any, ...]]:
+    conversations = _conversations(alias, user_id)
+    if after is not None:
+        conversations = conversations.filter(
+            Q(updated_at__lt=after.updated_at) | Q(updated_at=after.updated_at, id__lt=after.id)
+        )
+    return list(
+        conversations.order_by("-updated_at", "-id").values_list(*_SUMMARY_ROW)[: limit + 1]
+    )
+
+
 def find_conversation(
     ref: str, user_id: str | None = None, *, using: str | None = None
 ) -> FoundConversation | None:
@@ -138,10 +185,26 @@ def find_conversation(
     ``None`` for an unknown or malformed ref, without a query for the latter."""
     if not is_wellformed_ref(ref):
         return None
-    row = _conversations(using, user_id).filter(ref=ref).values_list("id", *SUMMARY_FIELDS).first()
+    alias = read_alias(using)
+    row: tuple[Any, ...] | None
+    if supported(alias):
+        params = [ref] if user_id is None else [ref, user_id]
+        sql = _find_sql(alias, by_user=user_id is not None)
+        found = fetch(alias, sql, params, columns(alias, Conversation, _SUMMARY_ROW))
+        row = found[0] if found else None
+    else:
+        row = _conversations(alias, user_id).filter(ref=ref).values_list(*_SUMMARY_ROW).first()
     if row is None:
         return None
     return FoundConversation(id=row[0], summary=summary_from_row(row[1:]))
+
+
+@lru_cache(maxsize=16)
+def _find_sql(alias: str, *, by_user: bool) -> str:
+    spec = columns(alias, Conversation, _SUMMARY_ROW)
+    owner = f" AND {spec.names['user_id']} = %s" if by_user else ""
+    where = f"{spec.names['ref']} = %s{owner}"
+    return f"SELECT {spec.select(_SUMMARY_ROW)} FROM {spec.table} WHERE {where}"
 
 
 def list_message_page(
@@ -151,14 +214,33 @@ def list_message_page(
     order; one query whatever the page."""
     validate_limit(limit)
     validate_after(after)
-    messages = MemoryMessage.objects.using(read_alias(using)).filter(
-        conversation_id=conversation_id
-    )
-    if after is not None:
-        messages = messages.filter(position__gt=after)
-    rows = list(messages.order_by("position").values_list(*MESSAGE_FIELDS)[: limit + 1])
+    alias = read_alias(using)
+    rows: list[tuple[Any, ...]]
+    if supported(alias):
+        params = [conversation_id] if after is None else [conversation_id, after]
+        sql = _message_page_sql(alias, after=after is not None)
+        rows = fetch(
+            alias, sql, [*params, limit + 1], columns(alias, MemoryMessage, MESSAGE_FIELDS)
+        )
+    else:
+        messages = MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id)
+        if after is not None:
+            messages = messages.filter(position__gt=after)
+        rows = list(messages.order_by("position").values_list(*MESSAGE_FIELDS)[: limit + 1])
     return MessagePage(
         items=[message_from_row(row) for row in rows[:limit]], has_more=len(rows) > limit
+    )
+
+
+@lru_cache(maxsize=16)
+def _message_page_sql(alias: str, *, after: bool) -> str:
+    spec = columns(alias, MemoryMessage, MESSAGE_FIELDS)
+    conversation = columns(alias, MemoryMessage, ("conversation",)).names["conversation"]
+    position = spec.names["position"]
+    later = f" AND {position} > %s" if after else ""
+    return (
+        f"SELECT {spec.select(MESSAGE_FIELDS)} FROM {spec.table}"
+        f" WHERE {conversation} = %s{later} ORDER BY {position} LIMIT %s"
     )
 
 
@@ -203,8 +285,8 @@ def get_conversation_with_messages(
     )
 
 
-def _conversations(using: str | None, user_id: str | None) -> QuerySet[Conversation, Any]:
-    conversations = Conversation.objects.using(read_alias(using))
+def _conversations(alias: str, user_id: str | None) -> QuerySet[Conversation, Any]:
+    conversations = Conversation.objects.using(alias)
     if user_id is not None:
         conversations = conversations.filter(user_id=user_id)
     return conversations

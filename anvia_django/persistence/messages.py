@@ -35,34 +35,72 @@ def insert_messages(
     roles: list[str],
     encoded: list[str],
     now: datetime,
-) -> None:
-    """Insert ``encoded`` (JSON text) at positions from ``first_position``."""
+    unless_retry_of: list[Message] | None = None,
+) -> bool:
+    """Insert ``encoded`` (JSON text) at positions from ``first_position``.
+
+    With ``unless_retry_of`` (the decoded messages), first compare them with
+    the last ones stored for ``run_id`` and ``turn``: when they are equal the
+    append is a retry and this returns ``False``, and the caller must roll
+    the transaction back (on PostgreSQL the rows went in by then: the
+    comparison shares the INSERT's statement, saving a round trip).
+    Must run while the conversation's row lock is held, so the comparison
+    sees every append committed before this one.
+    """
     connection = connections[using]
     if connection.vendor not in ("postgresql", "sqlite"):
+        if unless_retry_of is not None and _is_tail(
+            using, conversation_id, run_id, turn, unless_retry_of
+        ):
+            return False
         _bulk_create(using, conversation_id, first_position, run_id, turn, roles, encoded, now)
-        return
+        return True
     created_at = MemoryMessage._meta.get_field("created_at").get_db_prep_save(now, connection)
     rows = [
         (conversation_id, first_position + offset, run_id, turn, role, message, created_at)
         for offset, (role, message) in enumerate(zip(roles, encoded, strict=True))
     ]
+    chunks = [
+        rows[start : start + _ROWS_PER_STATEMENT]
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT)
+    ]
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-            chunk = rows[start : start + _ROWS_PER_STATEMENT]
+        if unless_retry_of is not None:
+            tail: list[Any] = [conversation_id, run_id, turn, len(unless_retry_of)]
+            if connection.vendor == "postgresql":
+                # One statement: the tail is read from the statement's
+                # snapshot, taken after the row lock was granted, and the
+                # INSERT's own rows are invisible to it.
+                first = chunks.pop(0)
+                cursor.execute(
+                    _tail_then_insert_sql(using, len(first)),
+                    [*tail, *(value for row in first for value in row)],
+                )
+                if _stored_tail(cursor) == unless_retry_of:
+                    return False
+            else:
+                cursor.execute(_tail_sql(using), tail)
+                if _stored_tail(cursor) == unless_retry_of:
+                    return False
+        for chunk in chunks:
             cursor.execute(
                 _insert_sql(using, connection.vendor, len(chunk)),
                 [value for row in chunk for value in row],
             )
+    return True
 
 
-def tail_of_turn(
-    using: str, *, conversation_id: int, run_id: str, turn: int, count: int
-) -> list[Message]:
-    """The last ``count`` stored messages of one run's turn, in position order."""
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        cursor.execute(_tail_sql(using), [conversation_id, run_id, turn, count])
-        stored = [_decoded(row[0]) for row in cursor.fetchall()]
+def _is_tail(
+    using: str, conversation_id: int, run_id: str, turn: int, messages: list[Message]
+) -> bool:
+    with connections[using].cursor() as cursor:
+        cursor.execute(_tail_sql(using), [conversation_id, run_id, turn, len(messages)])
+        return _stored_tail(cursor) == messages
+
+
+def _stored_tail(cursor: Any) -> list[Message]:
+    """The tail query's rows (newest first) decoded, in position order."""
+    stored = [_decoded(row[0]) for row in cursor.fetchall()]
     stored.reverse()
     return stored
 
@@ -96,6 +134,13 @@ def _tail_sql(using: str) -> str:
         f" WHERE {quote(_column('conversation'))} = %s AND {quote(_column('run_id'))} = %s"
         f" AND {quote(_column('turn'))} = %s ORDER BY {quote(_column('position'))} DESC LIMIT %s"
     )
+
+
+@lru_cache(maxsize=64)
+def _tail_then_insert_sql(using: str, rows: int) -> str:
+    # Data-modifying CTEs run to completion even when unreferenced.
+    insert = _insert_sql(using, "postgresql", rows)
+    return f"WITH tail AS ({_tail_sql(using)}), written AS ({insert}) SELECT * FROM tail"
 
 
 def _bulk_create(

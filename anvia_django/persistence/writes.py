@@ -32,7 +32,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
-from .messages import insert_messages, tail_of_turn
+from .messages import insert_messages
 from .scope import check_scope
 
 
@@ -56,12 +56,9 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
             now = timezone.now()
             conversation = _lock(alias, context, now, reserve=len(input.messages))
             # A new conversation (or one shorter than this append) holds no
-            # earlier copy of these messages, so the retry query is skipped.
-            if conversation.first_position >= len(input.messages) and _is_retry(
-                alias, conversation, input
-            ):
-                raise _AlreadyStored
-            insert_messages(
+            # earlier copy of these messages, so the retry check is skipped.
+            could_be_retry = conversation.first_position >= len(input.messages)
+            written = insert_messages(
                 alias,
                 conversation_id=conversation.id,
                 first_position=conversation.first_position,
@@ -70,7 +67,10 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
                 roles=[message["role"] for message in input.messages],
                 encoded=encoded,
                 now=now,
+                unless_retry_of=input.messages if could_be_retry else None,
             )
+            if not written:
+                raise _AlreadyStored
             transaction.on_commit(
                 partial(
                     signals.messages_appended.send,
@@ -200,14 +200,3 @@ def _lock(alias: str, context: MemoryContext, now: datetime, *, reserve: int) ->
     # which cannot happen for a mismatch: a new row takes the caller's user).
     check_scope(conversation.user_id, context.user_id)
     return conversation
-
-
-def _is_retry(alias: str, conversation: LockedConversation, input: MemoryAppendInput) -> bool:
-    stored = tail_of_turn(
-        alias,
-        conversation_id=conversation.id,
-        run_id=input.run_id,
-        turn=input.turn,
-        count=len(input.messages),
-    )
-    return stored == input.messages

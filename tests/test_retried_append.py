@@ -1,0 +1,104 @@
+"""A retried append writes nothing, also when it races the original's commit,
+and the retry check costs no round trip of its own on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+
+from anvia_django.core.memory import MemoryContext
+from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.persistence import append_messages, load_messages
+
+from .helpers import append_input, assistant, user
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_waiting_on_the_original_append_writes_nothing() -> None:
+    # The lost-connection-during-commit case: the retry arrives while the
+    # original is still holding the conversation's lock. Once that commits,
+    # the retry must see its rows, not a snapshot from before them.
+    append_messages(append_input("s", [user("q")], turn=1))
+    batch = [assistant("a"), {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    locked, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def original() -> None:
+        try:
+            with transaction.atomic():
+                append_messages(append_input("s", batch, turn=2))
+                locked.set()
+                release.wait(10)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    def retry() -> None:
+        try:
+            locked.wait(10)
+            append_messages(append_input("s", batch, turn=2))
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=original), threading.Thread(target=retry)]
+    for thread in threads:
+        thread.start()
+    assert locked.wait(10)
+    time.sleep(0.3)  # let the retry reach the lock and wait on it
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert load_messages(MemoryContext("s")) == [user("q"), *batch]
+    assert Conversation.objects.get().message_count == 3
+    assert list(MemoryMessage.objects.order_by("position").values_list("position", flat=True)) == [
+        0,
+        1,
+        2,
+    ]
+
+
+@pytest.mark.django_db
+def test_a_rolled_back_retry_leaves_the_next_append_gap_free() -> None:
+    batch = [assistant("a"), assistant("b")]
+    append_messages(append_input("s", batch, turn=1))
+    append_messages(append_input("s", batch, turn=1))
+    append_messages(append_input("s", [user("next")], turn=2))
+    assert list(MemoryMessage.objects.order_by("position").values_list("position", flat=True)) == [
+        0,
+        1,
+        2,
+    ]
+    assert Conversation.objects.get().message_count == 3
+
+
+def statements(work: Callable[[], object]) -> list[str]:
+    """The SQL ``work`` sends, less the savepoints of the test's transaction."""
+    with CaptureQueriesContext(connection) as captured:
+        work()
+    sql = [query["sql"] for query in captured.captured_queries]
+    return [text for text in sql if not text.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK"))]
+
+
+@pytest.mark.django_db
+def test_the_retry_check_costs_no_statement_of_its_own_on_postgresql() -> None:
+    append_messages(append_input("s", [user("q"), assistant("a")], turn=1))
+    second = append_input("s", [user("q2"), assistant("a2")], turn=2)
+    # The upsert, then the insert: on PostgreSQL the retry check shares the
+    # insert's statement; SQLite, in-process, gives it one of its own.
+    expected = 2 if connection.vendor == "postgresql" else 3
+    assert len(statements(lambda: append_messages(second))) == expected
+    # A retry: the same statements on PostgreSQL (then a rollback), and on
+    # SQLite the upsert and the check, which finds the copy and stops.
+    retried = statements(lambda: append_messages(second))
+    assert len(retried) == (expected if connection.vendor == "postgresql" else 2)
+    assert Conversation.objects.get().message_count == 4
+    assert MemoryMessage.objects.count() == 4
