@@ -64,13 +64,15 @@ def _upsert(
     # creating, locking and reserving cost one round trip.
     connection = connections[using]
     meta = Conversation._meta
+    # created_at and updated_at are alike DateTimeFields: one conversion serves both.
+    stamp = meta.get_field("updated_at").get_db_prep_save(now, connection)
     params = [
         new_ref(),
         session_id,
         user_id,
         meta.get_field("metadata").get_db_prep_save(metadata, connection),
-        meta.get_field("created_at").get_db_prep_save(now, connection),
-        meta.get_field("updated_at").get_db_prep_save(now, connection),
+        stamp,
+        stamp,
         reserve,
     ]
     sql = _upsert_sql(using)
