@@ -84,16 +84,7 @@ class ConversationViewSet(viewsets.ViewSet):
         limit = app_settings.INSPECTOR_MESSAGES_DEFAULT_LIMIT
         page = list_message_page(found.id, limit=limit)
         summary = found.summary
-        conversation = MemoryConversation(
-            ref=summary.ref,
-            session_id=summary.session_id,
-            user_id=summary.user_id,
-            metadata=summary.metadata,
-            created_at=summary.created_at,
-            updated_at=summary.updated_at,
-            message_count=summary.message_count,
-            messages=page.items,
-        )
+        conversation = MemoryConversation.from_summary(summary, page.items)
         headers = {}
         if page.next_after is not None:
             path = self.reverse_action("messages", kwargs={"ref": summary.ref})

@@ -273,16 +273,7 @@ def get_conversation_with_messages(
         .values_list(*MESSAGE_FIELDS)
     )
     summary = found.summary
-    return MemoryConversation(
-        ref=summary.ref,
-        session_id=summary.session_id,
-        user_id=summary.user_id,
-        metadata=summary.metadata,
-        created_at=summary.created_at,
-        updated_at=summary.updated_at,
-        message_count=summary.message_count,
-        messages=[message_from_row(row) for row in messages],
-    )
+    return MemoryConversation.from_summary(summary, [message_from_row(row) for row in messages])
 
 
 def _conversations(alias: str, user_id: str | None) -> QuerySet[Conversation, Any]:

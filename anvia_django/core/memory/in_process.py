@@ -252,16 +252,7 @@ class InProcessMemoryInspector:
                 )
                 for position, row in enumerate(found.rows)
             ]
-        return MemoryConversation(
-            ref=summary.ref,
-            session_id=summary.session_id,
-            user_id=summary.user_id,
-            metadata=summary.metadata,
-            created_at=summary.created_at,
-            updated_at=summary.updated_at,
-            message_count=summary.message_count,
-            messages=messages,
-        )
+        return MemoryConversation.from_summary(summary, messages)
 
 
 def _decode(encoded: str | None) -> JsonObject | None:

@@ -6,7 +6,7 @@ Timestamps are timezone-aware UTC ``datetime`` objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -86,6 +86,13 @@ class MemoryConversation(MemoryConversationSummary):
     """A summary plus its messages in storage position order."""
 
     messages: list[MemoryConversationMessage] = field(default_factory=list)
+
+    @classmethod
+    def from_summary(
+        cls, summary: MemoryConversationSummary, messages: list[MemoryConversationMessage]
+    ) -> MemoryConversation:
+        values = {f.name: getattr(summary, f.name) for f in fields(MemoryConversationSummary)}
+        return cls(**values, messages=messages)
 
 
 @dataclass(frozen=True, slots=True)
