@@ -9,13 +9,15 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, connections
 
+from . import settings as bench_settings
+
 TABLES = ("anvia_django_memorymessage", "anvia_django_failedrun", "anvia_django_conversation")
 
 
 def pg_conninfo(**overrides: Any) -> str:
     import psycopg
 
-    info = {**settings.PG_CONNINFO, **overrides}
+    info = {**bench_settings.PG_CONNINFO, **overrides}
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v})
 
 
@@ -25,13 +27,13 @@ def create_fresh_database() -> None:
     if settings.BACKEND == "postgres":
         import psycopg
 
-        name = settings.PG_CONNINFO["dbname"]
+        name = bench_settings.PG_CONNINFO["dbname"]
         with psycopg.connect(pg_conninfo(dbname="postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
             admin.execute(f'CREATE DATABASE "{name}"')
     else:
         for suffix in ("", "-wal", "-shm"):
-            settings.SQLITE_FILE.with_name(settings.SQLITE_FILE.name + suffix).unlink(
+            bench_settings.SQLITE_FILE.with_name(bench_settings.SQLITE_FILE.name + suffix).unlink(
                 missing_ok=True
             )
     call_command("migrate", verbosity=0, interactive=False)
@@ -47,13 +49,13 @@ def empty_tables() -> None:
             conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY")
             conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
     else:
-        conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+        db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
         try:
             for table in TABLES:
-                conn.execute(f"DELETE FROM {table}")
-            conn.execute("ANALYZE")
+                db.execute(f"DELETE FROM {table}")
+            db.execute("ANALYZE")
         finally:
-            conn.close()
+            db.close()
 
 
 def analyze() -> None:
@@ -63,11 +65,11 @@ def analyze() -> None:
         with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
             conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
     else:
-        conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+        db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
         try:
-            conn.execute("ANALYZE")
+            db.execute("ANALYZE")
         finally:
-            conn.close()
+            db.close()
 
 
 def server_version() -> str:

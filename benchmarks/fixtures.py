@@ -10,6 +10,7 @@ from django.conf import settings
 
 from anvia_django.core.memory.types import Message
 
+from . import settings as bench_settings
 from .database import analyze, pg_conninfo
 from .raw import CONV, MSG, encode
 
@@ -83,19 +84,19 @@ def bulk_conversations(start: int, stop: int, messages_each: int = 0) -> None:
                 copy.write_row(row)
         analyze()
         return
-    conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+    db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(
             f"INSERT INTO {CONV} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 (*r[:4], str(r[4].replace(tzinfo=None)), str(r[5].replace(tzinfo=None)), r[6])
                 for r in rows
             ],
         )
-        conn.execute("COMMIT")
+        db.execute("COMMIT")
     finally:
-        conn.close()
+        db.close()
     analyze()
 
 
@@ -130,16 +131,16 @@ def bulk_messages(session_id: str, count: int) -> None:
         analyze()
         return
     stamp = str(now.replace(tzinfo=None))
-    conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
+    db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        conversation_id = conn.execute(
+        db.execute("BEGIN IMMEDIATE")
+        conversation_id = db.execute(
             f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
             " message_count) VALUES (?, ?, NULL, NULL, ?, ?, ?) ON CONFLICT (session_id)"
             " DO UPDATE SET message_count = EXCLUDED.message_count RETURNING id",
             (secrets.token_urlsafe(16), session_id, stamp, stamp, count),
         ).fetchone()[0]
-        conn.executemany(
+        db.executemany(
             f"INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
@@ -147,9 +148,9 @@ def bulk_messages(session_id: str, count: int) -> None:
                 for i, m in enumerate(messages)
             ],
         )
-        conn.execute("COMMIT")
+        db.execute("COMMIT")
     finally:
-        conn.close()
+        db.close()
     analyze()
 
 

@@ -24,16 +24,29 @@ def _work(workload: str, sizes: Sizes) -> Callable[[], None]:
             MemoryAppendInput(MemoryContext(s, user_id=user_of(s)), run_id, turn, messages)
             for s, run_id, turn, messages in schedule
         ]
-        return lambda: [append_messages(item) for item in inputs] and None
+
+        def append_all() -> None:
+            for item in inputs:
+                append_messages(item)
+
+        return append_all
     if workload == "W4":
         bulk_messages("long", sizes.long_session)
         context = MemoryContext("long")
-        return lambda: [load_messages(context) for _ in range(sizes.long_loads * 5)] and None
+
+        def load_all() -> None:
+            for _ in range(sizes.long_loads * 5):
+                load_messages(context)
+
+        return load_all
     if workload == "W5":
         bulk_conversations(0, sizes.list_large)
-        return lambda: (
-            [list_conversation_summaries(50) for _ in range(sizes.list_calls * 5)] and None
-        )
+
+        def list_all() -> None:
+            for _ in range(sizes.list_calls * 5):
+                list_conversation_summaries(50)
+
+        return list_all
     raise SystemExit(f"cannot profile {workload!r}; choose W1, W2, W3, W4 or W5")
 
 

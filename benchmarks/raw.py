@@ -24,6 +24,7 @@ from django.conf import settings
 
 from anvia_django.core.memory.types import Message
 
+from . import settings as bench_settings
 from .database import pg_conninfo
 
 CONV = "anvia_django_conversation"
@@ -217,8 +218,8 @@ class SqliteBaseline:
         self.conn: sqlite3.Connection | None = None
 
     async def open(self, pool_size: int) -> None:
-        self.conn = sqlite3.connect(settings.SQLITE_FILE, isolation_level=None, timeout=30)
-        self.conn.execute(settings.SQLITE_INIT)
+        self.conn = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
+        self.conn.execute(bench_settings.SQLITE_INIT)
 
     async def close(self) -> None:
         if self.conn is not None:
