@@ -1,6 +1,7 @@
 """The Anvia memory contract (``@anvia/core/memory`` in Python). No Django needed."""
 
 from .errors import ConversationScopeError, InvalidMemoryInputError, MemoryNotConfiguredError
+from .in_process import FailedRunRecord, InProcessMemoryInspector, InProcessMemoryStore
 from .options import resolve_memory_options
 from .types import (
     SAVE_POLICIES,
@@ -30,6 +31,9 @@ __all__ = [
     "SAVE_POLICIES",
     "ConversationScopeError",
     "ErrorRecordingMemoryStore",
+    "FailedRunRecord",
+    "InProcessMemoryInspector",
+    "InProcessMemoryStore",
     "InputLimits",
     "InvalidMemoryInputError",
     "JsonObject",

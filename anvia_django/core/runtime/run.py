@@ -1,0 +1,140 @@
+"""One run: load history, loop model and tool turns, save by the policy."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
+
+from .conversation import repair_tool_exchanges, tool_calls_of
+from .errors import InvalidModelOutputError, TurnLimitExceededError
+from .recorder import RunRecorder
+from .tools import Tool, error_text, result_text, tool_result_message
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+logger = logging.getLogger("anvia_django.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResponse:
+    """The outcome of one run."""
+
+    output: str
+    """The final assistant message's text."""
+    messages: list[Message]
+    """Every message of this run, in order: the user message first."""
+    run_id: str
+
+
+async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentResponse:
+    assert agent.memory is not None  # checked when the session was created
+    store = agent.memory.store
+    run_id = uuid.uuid4().hex
+    recorder = RunRecorder(store, context, run_id, agent.memory.options.save_policy)
+    user: Message = {"role": "user", "content": text}
+    try:
+        history = repair_tool_exchanges(await store.load(context))
+        await recorder.add(1, user)
+        prefix: list[Message] = (
+            [{"role": "system", "content": agent.instructions}] if agent.instructions else []
+        )
+        tools = {tool.name: tool for tool in agent.tools}
+        specs = [tool.spec for tool in agent.tools]
+        for turn in range(1, agent.max_turns + 1):
+            reply = _check_reply(
+                await agent.model.complete([*prefix, *history, *recorder.messages], specs)
+            )
+            await recorder.add(turn, reply)
+            calls = tool_calls_of(reply)
+            if not calls:
+                await recorder.finish(turn)
+                return AgentResponse(output_text(reply), list(recorder.messages), run_id)
+            for call in calls:
+                await recorder.add(turn, await _call_tool(tools, call))
+            await recorder.end_turn(turn)
+        raise TurnLimitExceededError(agent.max_turns)
+    except Exception as error:
+        # BaseException (cancellation, KeyboardInterrupt, SystemExit) is left
+        # alone on purpose: it is treated like a killed process, and awaiting
+        # the store while being cancelled would only delay the cancellation.
+        await _record_failure(store, context, run_id, error, recorder.messages or [user])
+        raise
+
+
+async def _record_failure(
+    store: MemoryStore,
+    context: MemoryContext,
+    run_id: str,
+    error: Exception,
+    messages: list[Message],
+) -> None:
+    record_error = getattr(store, "record_error", None)
+    if not callable(record_error):
+        return
+    try:
+        await record_error(MemoryErrorInput(context, run_id, error, list(messages)))
+    except Exception as failure:
+        # The caller must see why the run failed, not why recording it did.
+        error.add_note(f"record_error also failed: {type(failure).__name__}: {failure}")
+        logger.warning("record_error failed for run %s", run_id, exc_info=failure)
+
+
+def _check_reply(reply: object) -> Message:
+    if not isinstance(reply, dict):
+        raise InvalidModelOutputError(
+            f"The chat model returned {type(reply).__name__}, not a message dict."
+        )
+    role = reply.get("role", "assistant")
+    if role != "assistant":
+        raise InvalidModelOutputError(f"The chat model returned a {role!r} message.")
+    calls = reply.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            raise InvalidModelOutputError("tool_calls must be a list.")
+        ids = [c.get("id") if isinstance(c, dict) else None for c in calls]
+        for call, call_id in zip(calls, ids, strict=True):
+            if not isinstance(call_id, str) or not call_id:
+                raise InvalidModelOutputError("Every tool call needs a non-empty string id.")
+            if not isinstance(call.get("name"), str):
+                raise InvalidModelOutputError(f"Tool call {call_id!r} has no string name.")
+        if len(set(ids)) != len(ids):
+            raise InvalidModelOutputError("Tool call ids must be unique within a message.")
+    return reply if "role" in reply else {"role": "assistant", **reply}
+
+
+async def _call_tool(tools: Mapping[str, Tool], call: Mapping[str, Any]) -> Message:
+    name: str = call["name"]
+    tool = tools.get(name)
+    arguments = call.get("arguments")
+    if tool is None:
+        available = ", ".join(sorted(tools)) or "none"
+        content = f"Error: unknown tool {name!r}; available tools: {available}."
+    elif arguments is not None and not isinstance(arguments, dict):
+        content = "Error: the tool arguments must be a JSON object."
+    else:
+        try:
+            content = result_text(await tool.invoke(arguments or {}))
+        except Exception as error:
+            # The model gets to see the failure and try again or explain.
+            content = error_text(error)
+    return tool_result_message(call["id"], name, content)
+
+
+def output_text(message: Message) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        # Multi-part content: keep the text parts, in order.
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""

@@ -1,0 +1,51 @@
+"""A session: one conversation of an agent, identified by its session id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from anvia_django.core.memory.types import MemoryContext, MemoryStore, Message
+
+from .run import AgentResponse, execute_run
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSession:
+    """Prompts sent here share one durable history in the agent's store."""
+
+    agent: Agent
+    context: MemoryContext
+
+    @property
+    def _store(self) -> MemoryStore:
+        assert self.agent.memory is not None  # Agent.session() guarantees it
+        return self.agent.memory.store
+
+    def prompt(self, text: str) -> Prompt:
+        if not isinstance(text, str):
+            raise TypeError(f"A prompt is a string, not {type(text).__name__}.")
+        return Prompt(self, text)
+
+    async def history(self) -> list[Message]:
+        """The session's stored messages, as the store's ``load`` returns them."""
+        return await self._store.load(self.context)
+
+    async def clear(self) -> None:
+        """Delete the session's history (and failed runs) from the store."""
+        await self._store.clear(self.context)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A prompt ready to be sent; nothing runs until :meth:`send`."""
+
+    session: AgentSession
+    text: str
+
+    async def send(self) -> AgentResponse:
+        """Run the agent on this prompt; raises whatever made the run fail."""
+        return await execute_run(self.session.agent, self.session.context, self.text)
