@@ -209,13 +209,14 @@ class StoresAgree(RuleBasedStateMachine):
             ours = run(self.django.inspector.get_conversation, ours_ref)
             theirs = run(self.reference.inspector.get_conversation, theirs_ref)
             self.operations += 2
-            assert ours is not None and theirs is not None
+            assert ours is not None
+            assert theirs is not None
             self.assert_same_conversation(ours, theirs)
 
     @rule(data=st.data())
     def get_dead_or_foreign(self, data: st.DataObject) -> None:
         # A ref from before a clear, the other store's ref, or garbage: None on both.
-        candidates = [pair for pair in self.dead_refs]
+        candidates = list(self.dead_refs)
         candidates += [(theirs, ours) for ours, theirs in self.live_refs.values()]
         candidates += [("", ""), ("../x", "../x"), ("A" * 40, "A" * 40)]
         ours_ref, theirs_ref = data.draw(st.sampled_from(candidates))
