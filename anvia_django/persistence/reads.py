@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context
@@ -9,6 +11,7 @@ from anvia_django.core.memory.window import window_start
 from anvia_django.models import Conversation, MemoryMessage
 
 from .databases import write_alias
+from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
 
@@ -23,6 +26,10 @@ def load_messages(
     """
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
+    return retry_if_connection_lost(alias, partial(_load, alias, context, limit))
+
+
+def _load(alias: str, context: MemoryContext, limit: int | None) -> list[Message]:
     row = (
         Conversation.objects.using(alias)
         .filter(session_id=context.session_id)

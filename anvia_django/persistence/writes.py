@@ -31,6 +31,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
 from .locking import LockedConversation, lock_conversation
+from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
 
@@ -48,6 +49,10 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
     if not input.messages:
         return
     alias = write_alias(using)
+    retry_if_connection_lost(alias, partial(_append, alias, input, encoded))
+
+
+def _append(alias: str, input: MemoryAppendInput, encoded: list[str]) -> None:
     context = input.context
     try:
         with transaction.atomic(using=alias):
@@ -96,6 +101,10 @@ def clear_conversation(context: MemoryContext, *, using: str | None = None) -> N
     """Delete the session's conversation, messages and failed runs."""
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
+    retry_if_connection_lost(alias, partial(_clear, alias, context))
+
+
+def _clear(alias: str, context: MemoryContext) -> None:
     with transaction.atomic(using=alias):
         row = (
             Conversation.objects.using(alias)
@@ -128,6 +137,10 @@ def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> N
     """Keep a failed run's error and partial messages, outside the transcript."""
     validate_error_input(input, app_settings.input_limits)
     alias = write_alias(using)
+    retry_if_connection_lost(alias, partial(_record_failed_run, alias, input))
+
+
+def _record_failed_run(alias: str, input: MemoryErrorInput) -> None:
     error = input.error
     error_type = type(error).__qualname__
     if type(error).__module__ not in ("builtins", "__main__"):
