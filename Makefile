@@ -1,4 +1,4 @@
-.PHONY: demo test lint
+.PHONY: demo test screenshots
 
 # Sets up a venv, migrates, seeds demo conversations and serves the example project.
 demo:
@@ -7,3 +7,7 @@ demo:
 # The whole test matrix (Python x Django x SQLite/PostgreSQL), lint and type checks.
 test:
 	bash scripts/test.sh
+
+# Regenerates docs/screenshots/ with headless Debian Chromium.
+screenshots:
+	.venv/bin/python scripts/screenshots.py

@@ -31,7 +31,7 @@ def tests(session: nox.Session, django: str, db: str) -> None:
 
 @nox.session(python="3.12")
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    session.install("ruff~=0.17.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -39,4 +39,4 @@ def lint(session: nox.Session) -> None:
 @nox.session(python="3.12")
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
-    session.run("mypy", "anvia_django", "tests")
+    session.run("mypy", "anvia_django", "tests", "example_project", "scripts")

@@ -15,6 +15,7 @@ from .conf import DEFAULTS, SETTINGS_NAME
 
 def register() -> None:
     checks.register(check_settings, checks.Tags.compatibility)
+    checks.register(check_inspector_settings, checks.Tags.security)
     checks.register(check_sqlite_transaction_mode, checks.Tags.database)
     checks.register(check_use_tz)
 
@@ -60,6 +61,86 @@ def check_settings(
         messages.append(
             checks.Error("MAX_NESTING_DEPTH must be a positive integer.", id="anvia_django.E004")
         )
+    return messages
+
+
+def check_inspector_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    from .api.owners import load_resolver
+    from .api.permissions import import_classes
+
+    configured = getattr(settings, SETTINGS_NAME, {})
+    if not isinstance(configured, dict):
+        return []  # check_settings reports it
+    values = {**DEFAULTS, **configured}
+    messages: list[checks.CheckMessage] = []
+    for name, error_id in (
+        ("INSPECTOR_PERMISSION_CLASSES", "anvia_django.E101"),
+        ("INSPECTOR_AUTHENTICATION_CLASSES", "anvia_django.E102"),
+    ):
+        value = values[name]
+        if value is None and name == "INSPECTOR_AUTHENTICATION_CLASSES":
+            continue
+        try:
+            if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+                raise TypeError("not a list")
+            import_classes(value)
+        except (ImportError, TypeError) as error:
+            messages.append(
+                checks.Error(
+                    f"{SETTINGS_NAME}[{name!r}] must be a list of DRF classes or dotted "
+                    f"paths to them ({error}).",
+                    hint="The inspector API refuses every request until this is fixed.",
+                    id=error_id,
+                )
+            )
+    default, maximum = (
+        values["INSPECTOR_MESSAGES_DEFAULT_LIMIT"],
+        values["INSPECTOR_MESSAGES_MAX_LIMIT"],
+    )
+    if not all(_is_positive_int(v) for v in (default, maximum)) or default > maximum:
+        messages.append(
+            checks.Error(
+                "INSPECTOR_MESSAGES_DEFAULT_LIMIT and INSPECTOR_MESSAGES_MAX_LIMIT must be "
+                "positive integers with the default not above the maximum.",
+                id="anvia_django.E103",
+            )
+        )
+    if not _is_positive_int(values["ADMIN_TRANSCRIPT_PAGE_SIZE"]):
+        messages.append(
+            checks.Error(
+                "ADMIN_TRANSCRIPT_PAGE_SIZE must be a positive integer.", id="anvia_django.E104"
+            )
+        )
+    if not isinstance(values["INSPECTOR_OWNER_MODE"], bool):
+        messages.append(
+            checks.Error("INSPECTOR_OWNER_MODE must be True or False.", id="anvia_django.E105")
+        )
+    elif values["INSPECTOR_OWNER_MODE"]:
+        try:
+            load_resolver(values["INSPECTOR_USER_RESOLVER"])
+        except (ImportError, TypeError) as error:
+            messages.append(
+                checks.Error(
+                    f"INSPECTOR_USER_RESOLVER must be a callable or a dotted path to one "
+                    f"({error}).",
+                    hint="In owner mode every request is refused until this is fixed.",
+                    id="anvia_django.E106",
+                )
+            )
+        if list(values["INSPECTOR_PERMISSION_CLASSES"]) == list(
+            DEFAULTS["INSPECTOR_PERMISSION_CLASSES"]
+        ):
+            messages.append(
+                checks.Warning(
+                    "INSPECTOR_OWNER_MODE is on but INSPECTOR_PERMISSION_CLASSES is still "
+                    "staff-only, so ordinary users cannot read even their own conversations.",
+                    hint='Set "INSPECTOR_PERMISSION_CLASSES": '
+                    '["rest_framework.permissions.IsAuthenticated"].',
+                    id="anvia_django.W101",
+                )
+            )
     return messages
 
 

@@ -17,8 +17,21 @@ SETTINGS_NAME = "ANVIA_DJANGO"
 DEFAULTS: dict[str, Any] = {
     # DRF permission classes (dotted paths or classes) guarding the inspector API.
     "INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    # DRF authentication classes of the inspector API; None follows the
+    # project's REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"].
+    "INSPECTOR_AUTHENTICATION_CLASSES": None,
+    # Conversations per page of the listing: default and largest ``limit``.
     "INSPECTOR_DEFAULT_LIMIT": 50,
     "INSPECTOR_MAX_LIMIT": 200,
+    # Messages per page of a transcript (API detail and messages endpoint).
+    "INSPECTOR_MESSAGES_DEFAULT_LIMIT": 100,
+    "INSPECTOR_MESSAGES_MAX_LIMIT": 500,
+    # Owner mode: every caller sees only the conversations whose user_id is
+    # the one INSPECTOR_USER_RESOLVER returns for the request (none if None).
+    "INSPECTOR_OWNER_MODE": False,
+    "INSPECTOR_USER_RESOLVER": "anvia_django.api.owners.request_user_pk",
+    # Messages per page of the admin's transcript.
+    "ADMIN_TRANSCRIPT_PAGE_SIZE": 100,
     # Largest message, as compact UTF-8 JSON, that append accepts; None for no bound.
     "MAX_MESSAGE_BYTES": 8 * 1024 * 1024,
     # Deepest nesting of lists and objects inside one message.
@@ -45,6 +58,32 @@ class AppSettings:
     @property
     def INSPECTOR_MAX_LIMIT(self) -> int:
         return int(self._get("INSPECTOR_MAX_LIMIT"))
+
+    @property
+    def INSPECTOR_AUTHENTICATION_CLASSES(self) -> list[Any] | None:
+        value = self._get("INSPECTOR_AUTHENTICATION_CLASSES")
+        return None if value is None else list(value)
+
+    @property
+    def INSPECTOR_MESSAGES_DEFAULT_LIMIT(self) -> int:
+        return int(self._get("INSPECTOR_MESSAGES_DEFAULT_LIMIT"))
+
+    @property
+    def INSPECTOR_MESSAGES_MAX_LIMIT(self) -> int:
+        return int(self._get("INSPECTOR_MESSAGES_MAX_LIMIT"))
+
+    @property
+    def INSPECTOR_OWNER_MODE(self) -> bool:
+        return bool(self._get("INSPECTOR_OWNER_MODE"))
+
+    @property
+    def INSPECTOR_USER_RESOLVER(self) -> Any:
+        """A dotted path or a callable ``(request) -> str | None``."""
+        return self._get("INSPECTOR_USER_RESOLVER")
+
+    @property
+    def ADMIN_TRANSCRIPT_PAGE_SIZE(self) -> int:
+        return int(self._get("ADMIN_TRANSCRIPT_PAGE_SIZE"))
 
     @property
     def MAX_MESSAGE_BYTES(self) -> int | None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.db import connection
+from django.test import RequestFactory
 
 from anvia_django.core import (
     AgentBuilder,
@@ -23,7 +28,10 @@ from anvia_django.store import DjangoMemoryStore
 
 from .core.crash import POINTS, SURVIVES, How, Point, crash_run
 from .core.doubles import ScriptedModel, assistant, tool_result
+from .core.stub_server import StubServer, no_proxies, stub
 from .helpers import run
+
+__all__ = ["no_proxies", "stub"]  # fixtures used by the tests below
 
 
 def lookup(order: str) -> str:
@@ -133,3 +141,43 @@ def test_another_users_prompt_fails_and_records_nothing() -> None:
     assert any("record_error also failed" in note for note in raised.value.__notes__)
     assert FailedRun.objects.count() == 0
     assert len(run(agent.session("s", user_id="alice").history)) == 2
+
+
+def readme_snippet() -> str:
+    guide = (Path(__file__).parent.parent / "docs" / "runtime.md").read_text()
+    section = guide.split("## An agent with Django memory in under 20 lines", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_guide_snippet_is_under_20_lines() -> None:
+    code_lines = [line for line in readme_snippet().splitlines() if line.strip()]
+    assert len(code_lines) < 20
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_guide_snippet_works(stub: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "order_status", "arguments": '{"order_id": "A1"}'},
+    }
+    stub.reply({"role": "assistant", "content": None, "tool_calls": [call]})
+    stub.reply({"role": "assistant", "content": "A1 has shipped."})
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_snippet(), "docs/runtime.md", "exec"), namespace)
+
+    alice = User.objects.create_user("alice")
+    request = RequestFactory().post("/chat/t1/", {"message": "Where is A1?"})
+
+    async def auser() -> User:
+        return alice
+
+    request.auser = auser
+    response = async_to_sync(namespace["chat"])(request, "t1")
+
+    assert json.loads(response.content)["reply"] == "A1 has shipped."
+    history = run(DjangoMemoryStore().load, MemoryContext("t1", user_id=str(alice.pk)))
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert history[2]["content"] == "shipped"

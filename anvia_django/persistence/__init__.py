@@ -4,20 +4,65 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
+from .deletion import DeletionCounts
 from .inspection import (
+    ConversationKey,
+    ConversationPage,
+    FailedRunRecord,
+    FoundConversation,
+    MessagePage,
+    find_conversation,
     get_conversation_with_messages,
+    list_conversation_page,
     list_conversation_summaries,
+    list_failed_runs,
+    list_message_page,
+    validate_after,
     validate_limit,
 )
-from .reads import load_messages
-from .writes import append_messages, clear_conversation, record_failed_run
+from .maintenance import (
+    ConversationFilter,
+    ExportedMessage,
+    ExportRecord,
+    count_conversations,
+    delete_matching_conversations,
+    iter_export_records,
+    resolve_conversation,
+)
+from .reads import load_latest_messages, load_messages
+from .writes import (
+    append_messages,
+    clear_conversation,
+    pop_last_message,
+    record_failed_run,
+)
 
 __all__ = [
+    "ConversationFilter",
+    "ConversationKey",
+    "ConversationPage",
+    "DeletionCounts",
+    "ExportRecord",
+    "ExportedMessage",
+    "FailedRunRecord",
+    "FoundConversation",
+    "MessagePage",
     "append_messages",
     "clear_conversation",
+    "count_conversations",
+    "delete_matching_conversations",
+    "find_conversation",
     "get_conversation_with_messages",
+    "iter_export_records",
+    "list_conversation_page",
     "list_conversation_summaries",
+    "list_failed_runs",
+    "list_message_page",
+    "load_latest_messages",
     "load_messages",
+    "pop_last_message",
     "record_failed_run",
+    "resolve_conversation",
+    "validate_after",
     "validate_limit",
 ]

@@ -124,3 +124,18 @@ def _select_for_update(
         changes["metadata"] = metadata
     conversations.filter(pk=row.pk).update(**changes)
     return LockedConversation(row.pk, row.ref, row.user_id, row.message_count)
+
+
+def lock_existing_conversation(using: str, session_id: str) -> tuple[int, str, str | None] | None:
+    """Lock the session's row if it exists: ``(id, ref, user_id)``, else ``None``.
+
+    Unlike :func:`lock_conversation` this never creates a conversation, for
+    writes that only remove. Must run inside ``transaction.atomic(using=using)``.
+    """
+    return (
+        Conversation.objects.using(using)
+        .select_for_update()
+        .filter(session_id=session_id)
+        .values_list("id", "ref", "user_id")
+        .first()
+    )

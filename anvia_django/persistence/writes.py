@@ -1,4 +1,4 @@
-"""Every write to memory: append, clear and record a failed run.
+"""Every write to memory: append, pop the last message, clear, record a failed run.
 
 Each function is one transaction: it validates first, then either does all
 of its work or none of it. Signals go out only after the commit.
@@ -11,6 +11,7 @@ from datetime import datetime
 from functools import partial
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from anvia_django import signals
@@ -30,7 +31,8 @@ from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
-from .locking import LockedConversation, lock_conversation
+from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
+from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
@@ -39,6 +41,7 @@ class _AlreadyStored(Exception):
     """Rolls back a retried append's reservation; never leaves this module."""
 
 
+@retry_if_connection_lost
 def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> None:
     """Append messages to a session's transcript, creating it on first use.
 
@@ -49,10 +52,6 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
     if not input.messages:
         return
     alias = write_alias(using)
-    retry_if_connection_lost(alias, partial(_append, alias, input, encoded))
-
-
-def _append(alias: str, input: MemoryAppendInput, encoded: list[str]) -> None:
     context = input.context
     try:
         with transaction.atomic(using=alias):
@@ -97,50 +96,74 @@ def _append(alias: str, input: MemoryAppendInput, encoded: list[str]) -> None:
         return
 
 
-def clear_conversation(context: MemoryContext, *, using: str | None = None) -> None:
-    """Delete the session's conversation, messages and failed runs."""
+def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Message | None:
+    """Remove the session's newest message and return it; ``None`` if there is none.
+
+    Removes the highest position, so positions stay gap-free, and keeps
+    ``message_count`` exact. The conversation stays, also when it is left empty.
+    """
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
-    retry_if_connection_lost(alias, partial(_clear, alias, context))
-
-
-def _clear(alias: str, context: MemoryContext) -> None:
     with transaction.atomic(using=alias):
-        row = (
-            Conversation.objects.using(alias)
-            .select_for_update()
-            .filter(session_id=context.session_id)
-            .values_list("id", "ref", "user_id")
-            .first()
-        )
+        row = lock_existing_conversation(alias, context.session_id)
         if row is None:
-            return
+            return None
         conversation_id, ref, owner = row
         check_scope(owner, context.user_id)
-        MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id).delete()
-        FailedRun.objects.using(alias).filter(conversation_id=conversation_id).delete()
-        Conversation.objects.using(alias).filter(pk=conversation_id).delete()
+        messages = MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id)
+        last = messages.order_by("-position").values_list("pk", "position", "message").first()
+        if last is None:
+            return None
+        pk, position = last[0], last[1]
+        message: Message = last[2]
+        messages.filter(pk=pk).delete()
+        Conversation.objects.using(alias).filter(pk=conversation_id).update(
+            message_count=F("message_count") - 1, updated_at=timezone.now()
+        )
         transaction.on_commit(
             partial(
-                signals.conversation_cleared.send,
+                signals.message_popped.send,
                 sender=Conversation,
                 session_id=context.session_id,
                 ref=ref,
                 user_id=owner,
+                position=position,
+                message=message,
                 using=alias,
             ),
             using=alias,
         )
+    return message
 
 
+@retry_if_connection_lost
+def clear_conversation(context: MemoryContext, *, using: str | None = None) -> DeletionCounts:
+    """Delete the session's conversation, messages and failed runs.
+
+    Returns what was deleted; an unknown session deletes nothing.
+    """
+    validate_context(context, app_settings.input_limits)
+    alias = write_alias(using)
+    with transaction.atomic(using=alias):
+        values = (
+            Conversation.objects.using(alias)
+            .select_for_update()
+            .filter(session_id=context.session_id)
+            .values_list(*ROW_FIELDS)
+            .first()
+        )
+        if values is None:
+            return DeletionCounts()
+        row = ConversationRow(*values)
+        check_scope(row.user_id, context.user_id)
+        return delete_conversations(alias, [row])
+
+
+@retry_if_connection_lost
 def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
     """Keep a failed run's error and partial messages, outside the transcript."""
     validate_error_input(input, app_settings.input_limits)
     alias = write_alias(using)
-    retry_if_connection_lost(alias, partial(_record_failed_run, alias, input))
-
-
-def _record_failed_run(alias: str, input: MemoryErrorInput) -> None:
     error = input.error
     error_type = type(error).__qualname__
     if type(error).__module__ not in ("builtins", "__main__"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -68,3 +69,26 @@ def test_core_never_imports_django() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_session_history_and_clear() -> None:
+    store = InProcessMemoryStore()
+    model = ScriptedModel([Exception("down"), {"role": "assistant", "content": "hi"}])
+    session = AgentBuilder("a", model).memory(store, save_policy="turn").build().session("s")
+    with pytest.raises(Exception, match="down"):
+        asyncio.run(session.prompt("one").send())
+    asyncio.run(session.prompt("two").send())
+    assert asyncio.run(session.history()) == [
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": "hi"},
+    ]
+    assert len(store.failed_runs("s")) == 1
+    asyncio.run(session.clear())
+    assert asyncio.run(session.history()) == []
+    assert store.failed_runs("s") == []
+
+
+def test_prompts_are_strings() -> None:
+    session = AgentBuilder("a", ScriptedModel([])).memory(InProcessMemoryStore()).build()
+    with pytest.raises(TypeError, match="string"):
+        session.session("s").prompt(["hi"])  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from anvia_django.core.memory.errors import MemoryNotConfiguredError
 from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
 
 from .conversation import repair_tool_exchanges, tool_calls_of
@@ -33,7 +34,8 @@ class AgentResponse:
 
 
 async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentResponse:
-    assert agent.memory is not None  # checked when the session was created
+    if agent.memory is None:  # Agent.session() checks this; a hand-made session may not
+        raise MemoryNotConfiguredError(f"Agent {agent.name!r} has no memory.")
     store = agent.memory.store
     run_id = uuid.uuid4().hex
     recorder = RunRecorder(store, context, run_id, agent.memory.options.save_policy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -39,12 +40,24 @@ class Tool:
         """
         if inspect.iscoroutinefunction(self.function):
             return await self.function(**arguments)
-        result = await asyncio.to_thread(self.function, **arguments)
+        result = await _in_thread(functools.partial(self.function, **arguments))
         if inspect.isawaitable(result):
             # A sync callable returning an awaitable (a functools.partial of
             # an async function, say) is still an async tool.
             return await result
         return result
+
+
+async def _in_thread(call: Callable[[], Any]) -> Any:
+    try:
+        from asgiref.sync import sync_to_async
+    except ImportError:
+        return await asyncio.to_thread(call)
+    # asgiref (not Django itself) when installed: under Django it runs the
+    # call on the request's sync thread, where Django opens and closes
+    # database connections, instead of in a pool thread that would keep its
+    # connection open forever.
+    return await sync_to_async(call, thread_sensitive=True)()
 
 
 def make_tool(

@@ -1,0 +1,82 @@
+"""A page of stored messages shaped for reading, not for editing.
+
+A message's text is shown as text; tool calls, structured tool results and
+any other fields as indented JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from anvia_django.core.memory.types import MemoryConversationMessage
+
+_SHOWN_AS_TEXT_OR_BLOCK = ("role", "content", "tool_calls")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    label: str
+    json: str
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    position: int
+    role: str
+    run_id: str
+    turn: int
+    created_at: datetime
+    text: str | None
+    blocks: list[Block]
+    starts_run: bool
+    """True for the first entry of the page and wherever the run changes."""
+
+
+def transcript_entries(messages: list[MemoryConversationMessage]) -> list[TranscriptEntry]:
+    entries = []
+    previous_run: str | None = None
+    for item in messages:
+        message = item.message
+        text, blocks = _content(message.get("content"))
+        if message.get("tool_calls") is not None:
+            blocks.append(Block("tool calls", json_text(message["tool_calls"])))
+        extra = {k: v for k, v in message.items() if k not in _SHOWN_AS_TEXT_OR_BLOCK}
+        if extra:
+            blocks.append(Block("fields", json_text(extra)))
+        entries.append(
+            TranscriptEntry(
+                position=item.position,
+                role=str(message.get("role", "")),
+                run_id=item.run_id,
+                turn=item.turn,
+                created_at=item.created_at,
+                text=text,
+                blocks=blocks,
+                starts_run=item.run_id != previous_run,
+            )
+        )
+        previous_run = item.run_id
+    return entries
+
+
+def _content(content: Any) -> tuple[str | None, list[Block]]:
+    if content is None:
+        return None, []
+    if isinstance(content, str):
+        return content, []
+    if isinstance(content, list) and all(_is_text_part(part) for part in content):
+        return "\n".join(part["text"] for part in content), []
+    return None, [Block("content", json_text(content))]
+
+
+def _is_text_part(part: Any) -> bool:
+    return (
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+    )
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

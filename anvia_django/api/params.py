@@ -1,0 +1,53 @@
+"""Query parameters of the inspector API, validated into DRF 400 answers.
+
+Each error is keyed by, and names, the parameter that was wrong.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+
+from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.persistence import validate_after, validate_limit
+
+# Bounded, so a thousand-digit "number" is refused before int() parses it.
+_INTEGER = re.compile(r"-?[0-9]{1,30}")
+
+
+def limit_param(request: Request, *, default: int, maximum: int) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    value = _integer(raw, "limit", "must be a positive integer")
+    try:
+        return validate_limit(value, maximum=maximum)
+    except InvalidMemoryInputError as error:
+        raise _invalid("limit", str(error)) from None
+
+
+def after_param(request: Request) -> int | None:
+    raw = request.query_params.get("after")
+    if raw is None:
+        return None
+    value = _integer(raw, "after", "must be a non-negative integer position")
+    try:
+        return validate_after(value)
+    except InvalidMemoryInputError as error:
+        raise _invalid("after", str(error)) from None
+
+
+def user_id_param(request: Request) -> str | None:
+    return request.query_params.get("userId")
+
+
+def _integer(raw: str, name: str, requirement: str) -> int:
+    if _INTEGER.fullmatch(raw) is None:
+        raise _invalid(name, f"{name}: {requirement}")
+    return int(raw)
+
+
+def _invalid(name: str, message: str) -> ValidationError:
+    return ValidationError({name: [message]})

@@ -1,0 +1,93 @@
+"""The inspector's OpenAPI descriptions; imported only with drf-spectacular."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
+
+from .serializers import (
+    ConversationMessageSerializer,
+    ConversationSerializer,
+    ConversationSummarySerializer,
+    MessageField,
+    MetadataField,
+)
+
+extend_schema_field(
+    {
+        "type": "object",
+        "description": "The stored message, exactly as appended.",
+        "properties": {"role": {"type": "string", "minLength": 1}},
+        "required": ["role"],
+        "additionalProperties": True,
+    }
+)(MessageField)
+extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "The metadata of the context that created or last updated the session.",
+        "additionalProperties": True,
+    }
+)(MetadataField)
+
+_LINK = OpenApiParameter(
+    "Link",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[200],
+    description='RFC 8288 `<url>; rel="next"` when there is a next page; absent on the last.',
+)
+_LIMIT_HELP = "Page size: a positive integer, at most the configured maximum (else 400)."
+_UNAUTHORIZED = OpenApiResponse(description="The permission classes refused the caller.")
+_NOT_FOUND = OpenApiResponse(description="No such conversation (or not the caller's).")
+_BAD_REQUEST = OpenApiResponse(description="A query parameter was invalid; the body names it.")
+
+OPERATIONS: dict[str, dict[str, Any]] = {
+    "list": {
+        "tags": ["anvia-django inspector"],
+        "summary": "List conversations, most recently updated first",
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            OpenApiParameter("userId", OpenApiTypes.STR, description="Only this user's."),
+            OpenApiParameter(
+                "cursor", OpenApiTypes.STR, description="Opaque; from a `Link: rel=next` header."
+            ),
+            _LINK,
+        ],
+        "responses": {
+            200: ConversationSummarySerializer(many=True),
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+        },
+    },
+    "retrieve": {
+        "tags": ["anvia-django inspector"],
+        "summary": "A conversation with the first page of its messages",
+        "description": (
+            "`messages` holds the first page (position order). When `messageCount` exceeds "
+            "it, a `Link: rel=next` header points at the messages endpoint for the rest."
+        ),
+        "parameters": [_LINK],
+        "responses": {200: ConversationSerializer, 403: _UNAUTHORIZED, 404: _NOT_FOUND},
+    },
+    "messages": {
+        "tags": ["anvia-django inspector"],
+        "summary": "A page of a conversation's messages, in position order",
+        "parameters": [
+            OpenApiParameter(
+                "after", OpenApiTypes.INT, description="Only messages with a higher position."
+            ),
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            _LINK,
+        ],
+        "responses": {
+            200: ConversationMessageSerializer(many=True),
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+}

@@ -1,0 +1,124 @@
+"""The read-only inspector viewset.
+
+Every policy is set on the view itself (renderers, parsers, permissions,
+pagination, filtering), so the project's ``REST_FRAMEWORK`` defaults cannot
+loosen or reshape it. Authentication follows ``INSPECTOR_AUTHENTICATION_CLASSES``
+or, by default, the project's DRF authentication classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import viewsets
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.types import MemoryConversation
+from anvia_django.persistence import (
+    FoundConversation,
+    find_conversation,
+    list_conversation_page,
+    list_message_page,
+)
+
+from .cursors import decode_cursor, encode_cursor
+from .openapi import documented, view_schema
+from .owners import visibility
+from .pagination import next_link
+from .params import after_param, limit_param, user_id_param
+from .permissions import authentication_classes, permission_classes
+from .serializers import (
+    ConversationMessageSerializer,
+    ConversationSerializer,
+    ConversationSummarySerializer,
+)
+
+
+class ConversationViewSet(viewsets.ViewSet):
+    """Stored conversations and their messages; nothing here writes."""
+
+    lookup_field = "ref"
+    # Any segment reaches the view, so a malformed ref answers a JSON 404.
+    lookup_value_regex = "[^/]+"
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser]
+    pagination_class = None
+    filter_backends: list[type[Any]] = []
+    schema = view_schema()
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [permission() for permission in permission_classes()]
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        return [authenticator() for authenticator in authentication_classes()]
+
+    @documented("list")
+    def list(self, request: Request) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        token = request.query_params.get("cursor")
+        after = decode_cursor(token) if token is not None else None
+        scope = visibility(request, user_id_param(request))
+        if scope.nothing:
+            return Response([])
+        page = list_conversation_page(limit, scope.user_id, after=after)
+        headers = {}
+        if page.next_key is not None:
+            headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))
+        return Response(ConversationSummarySerializer(page.items, many=True).data, headers=headers)
+
+    @documented("retrieve")
+    def retrieve(self, request: Request, ref: str) -> Response:
+        found = self._find(request, ref)
+        limit = app_settings.INSPECTOR_MESSAGES_DEFAULT_LIMIT
+        page = list_message_page(found.id, limit=limit)
+        summary = found.summary
+        conversation = MemoryConversation(
+            ref=summary.ref,
+            session_id=summary.session_id,
+            user_id=summary.user_id,
+            metadata=summary.metadata,
+            created_at=summary.created_at,
+            updated_at=summary.updated_at,
+            message_count=summary.message_count,
+            messages=page.items,
+        )
+        headers = {}
+        if page.next_after is not None:
+            path = self.reverse_action("messages", kwargs={"ref": summary.ref})
+            headers["Link"] = next_link(request, path, after=page.next_after, limit=limit)
+        return Response(ConversationSerializer(conversation).data, headers=headers)
+
+    @documented("messages")
+    @action(detail=True, methods=["get"])
+    def messages(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_MESSAGES_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MESSAGES_MAX_LIMIT,
+        )
+        after = after_param(request)
+        found = self._find(request, ref)
+        page = list_message_page(found.id, after=after, limit=limit)
+        headers = {}
+        if page.next_after is not None:
+            headers["Link"] = next_link(request, after=page.next_after)
+        return Response(ConversationMessageSerializer(page.items, many=True).data, headers=headers)
+
+    def _find(self, request: Request, ref: str) -> FoundConversation:
+        scope = visibility(request)
+        found = None if scope.nothing else find_conversation(ref, scope.user_id)
+        if found is None:
+            raise NotFound("No such conversation.")
+        return found

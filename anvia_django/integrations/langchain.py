@@ -1,0 +1,159 @@
+"""A LangChain ``BaseChatMessageHistory`` stored in the Django database.
+
+    from anvia_django.integrations.langchain import DjangoChatMessageHistory
+
+    history = DjangoChatMessageHistory("thread_123", user_id="user_456")
+    history.add_messages([HumanMessage("Hi"), AIMessage("Hello!")])
+    await history.aget_messages()
+
+Each ``BaseMessage`` becomes one stored message in the OpenAI-like shape the
+admin and the inspector show::
+
+    {"role": "user", "content": "Hi", "langchain": {"type": "human", "data": {...}}}
+
+``"langchain"`` holds the rest of ``message_to_dict(message)`` (ids, tool
+calls, metadata, ...), so ``messages_from_dict`` rebuilds a message equal to
+the one stored. Messages without that key (written by another agent runtime
+into the same session) are read with LangChain's ``convert_to_messages``.
+
+Each ``add_messages`` call is one atomic append with run id
+``"langchain-<hex>"`` and turn 1 (see :mod:`anvia_django.integrations.batches`).
+The sync methods are for sync code; in async code use the ``a``-prefixed ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import (
+    BaseMessage,
+    convert_to_messages,
+    message_to_dict,
+    messages_from_dict,
+)
+
+from anvia_django.conf import ID_MAX_LENGTH, app_settings
+from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.types import JsonObject, MemoryContext, Message
+from anvia_django.core.memory.validation import validate_context
+from anvia_django.persistence import clear_conversation, load_messages
+
+from .batches import append_batch
+
+SOURCE = "langchain"
+LANGCHAIN_KEY = "langchain"
+
+ROLES = {
+    "human": "user",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "function",
+    "HumanMessageChunk": "user",
+    "AIMessageChunk": "assistant",
+    "SystemMessageChunk": "system",
+    "ToolMessageChunk": "tool",
+    "FunctionMessageChunk": "function",
+}
+"""LangChain message types and the roles they are stored (and shown) with."""
+
+
+def message_to_stored(message: BaseMessage, path: str = "message") -> Message:
+    """The stored form of a LangChain message."""
+    if not isinstance(message, BaseMessage):
+        raise InvalidMemoryInputError(
+            f"must be a BaseMessage, not {type(message).__name__}", path=path
+        )
+    record = message_to_dict(message)
+    kind: str = record["type"]
+    data: dict[str, Any] = dict(record["data"])
+    content = data.pop("content")
+    return {
+        "role": _role(kind, data),
+        "content": content,
+        LANGCHAIN_KEY: {"type": kind, "data": data},
+    }
+
+
+def stored_to_message(stored: Message) -> BaseMessage:
+    """The LangChain message a stored message was made from."""
+    record = stored.get(LANGCHAIN_KEY)
+    if not isinstance(record, dict):
+        return convert_to_messages([stored])[0]
+    data = {**record["data"], "content": stored.get("content")}
+    return messages_from_dict([{"type": record["type"], "data": data}])[0]
+
+
+def _role(kind: str, data: dict[str, Any]) -> str:
+    if kind in ROLES:
+        return ROLES[kind]
+    # ChatMessage carries its own role.
+    role = data.get("role")
+    if isinstance(role, str) and role.strip() and len(role) <= ID_MAX_LENGTH:
+        return role
+    return kind
+
+
+class DjangoChatMessageHistory(BaseChatMessageHistory):
+    """Chat history for ``RunnableWithMessageHistory`` and friends, in Django models.
+
+    ``user_id`` scopes the history to its owner (another user's session
+    raises ``ConversationScopeError``); ``metadata`` is stored on the
+    conversation; ``using`` picks a database alias.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        metadata: JsonObject | None = None,
+        using: str | None = None,
+    ) -> None:
+        super().__init__()
+        context = MemoryContext(session_id, user_id=user_id, metadata=metadata)
+        validate_context(context, app_settings.input_limits)
+        self.session_id = session_id
+        self.user_id = user_id
+        self.using = using
+        self._context = context
+
+    def __repr__(self) -> str:
+        return (
+            f"DjangoChatMessageHistory(session_id={self.session_id!r}, "
+            f"user_id={self.user_id!r}, using={self.using!r})"
+        )
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The history, oldest first."""
+        return [stored_to_message(m) for m in load_messages(self._context, using=self.using)]
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        stored = await sync_to_async(load_messages)(self._context, using=self.using)
+        return [stored_to_message(m) for m in stored]
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append ``messages`` in one transaction: all of them or none."""
+        stored = self._to_stored(messages)
+        if stored:
+            append_batch(self._context, SOURCE, stored, using=self.using)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        stored = self._to_stored(messages)
+        if stored:
+            await sync_to_async(append_batch)(self._context, SOURCE, stored, using=self.using)
+
+    def clear(self) -> None:
+        """Delete the session's conversation and everything in it."""
+        clear_conversation(self._context, using=self.using)
+
+    async def aclear(self) -> None:
+        await sync_to_async(clear_conversation)(self._context, using=self.using)
+
+    @staticmethod
+    def _to_stored(messages: Sequence[BaseMessage]) -> list[Message]:
+        return [message_to_stored(m, f"messages[{i}]") for i, m in enumerate(messages)]

@@ -1,0 +1,38 @@
+"""Export records as JSON Lines, with the inspector API's camelCase keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from anvia_django.persistence import ExportedMessage, ExportRecord
+
+
+def record_json(record: ExportRecord) -> str:
+    """One line (without the newline) for a conversation or a message record."""
+    return json.dumps(record_dict(record), allow_nan=False, separators=(",", ":"))
+
+
+def record_dict(record: ExportRecord) -> dict[str, Any]:
+    if isinstance(record, ExportedMessage):
+        entry = record.message
+        return {
+            "type": "message",
+            "ref": record.ref,
+            "sessionId": record.session_id,
+            "position": entry.position,
+            "runId": entry.run_id,
+            "turn": entry.turn,
+            "createdAt": entry.created_at.isoformat(),
+            "message": entry.message,
+        }
+    return {
+        "type": "conversation",
+        "ref": record.ref,
+        "sessionId": record.session_id,
+        "userId": record.user_id,
+        "metadata": record.metadata,
+        "createdAt": record.created_at.isoformat(),
+        "updatedAt": record.updated_at.isoformat(),
+        "messageCount": record.message_count,
+    }

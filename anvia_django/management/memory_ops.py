@@ -1,0 +1,221 @@
+"""The work behind each ``anvia_memory`` subcommand.
+
+The command module parses arguments; these functions check what the
+arguments mean, call :mod:`anvia_django.persistence` and report. User
+mistakes raise :class:`~django.core.management.CommandError` before anything
+is read or deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import timedelta
+from pathlib import Path
+from typing import TextIO
+
+from django.core.management import CommandError
+from django.core.management.base import OutputWrapper
+from django.utils import timezone
+
+from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
+from anvia_django.persistence import (
+    ConversationFilter,
+    DeletionCounts,
+    ExportedMessage,
+    clear_conversation,
+    count_conversations,
+    delete_matching_conversations,
+    get_conversation_with_messages,
+    iter_export_records,
+    list_conversation_summaries,
+    resolve_conversation,
+)
+
+from .jsonl import record_json
+from .progress import Progress, plain
+from .transcript import render_transcript
+
+Confirm = Callable[[str], bool]
+"""Asks the operator a yes/no question; only called in interactive mode."""
+
+
+def list_conversations(out: OutputWrapper, *, user_id: str | None, limit: int) -> None:
+    summaries = list_conversation_summaries(limit, user_id)
+    if not summaries:
+        out.write("No conversations.")
+        return
+    out.write(f"{'UPDATED':<25}  {'REF':<22}  {'MESSAGES':>8}  {'USER':<20}  SESSION")
+    for s in summaries:
+        updated = s.updated_at.isoformat(timespec="seconds")
+        user = s.user_id if s.user_id is not None else "-"
+        out.write(f"{updated:<25}  {s.ref:<22}  {s.message_count:>8}  {user:<20}  {s.session_id}")
+
+
+def show_conversation(out: OutputWrapper, *, session: str) -> None:
+    summary = _require_conversation(session)
+    conversation = get_conversation_with_messages(summary.ref)
+    if conversation is None:  # cleared between the two reads
+        raise CommandError(f"No conversation has the session id or ref {session!r}.")
+    for line in render_transcript(conversation):
+        out.write(line)
+
+
+def export_conversations(
+    out: OutputWrapper,
+    err: OutputWrapper,
+    *,
+    session: str | None,
+    user_id: str | None,
+    output: Path | None,
+    batch_size: int,
+    verbosity: int,
+) -> None:
+    if session is not None:
+        selection = ConversationFilter(ref=_require_conversation(session).ref)
+    else:
+        selection = ConversationFilter(user_id=user_id)
+    # JSON Lines on stdout must stay clean, so reports go to stderr there.
+    report = err if output is None else out
+    progress = Progress(err, verbosity, label="Exporting")
+    if output is None:
+        conversations, messages = _write_records(out, selection, batch_size, progress)
+    else:
+        conversations, messages = _export_to_file(output, selection, batch_size, progress)
+    progress.done()
+    if verbosity >= 1:
+        target = "" if output is None else f" to {output}"
+        summary = f"{_plural(conversations, 'conversation')} ({_plural(messages, 'message')})"
+        report.write(f"Exported {summary}{target}.", style_func=plain)
+
+
+def clear_conversations(
+    out: OutputWrapper,
+    *,
+    session: str | None,
+    user_id: str | None,
+    interactive: bool,
+    confirm: Confirm,
+) -> None:
+    if session is not None:
+        found = resolve_conversation(session)
+        if found is None:
+            out.write(f"No conversation has the session id or ref {session!r}; nothing cleared.")
+            return
+        question = f"Delete conversation {found.session_id!r} ({found.message_count} messages)?"
+        _confirm(interactive, confirm, question)
+        counts = clear_conversation(MemoryContext(found.session_id))
+    else:
+        assert user_id is not None  # the parser requires --session or --user
+        selection = ConversationFilter(user_id=user_id)
+        planned = count_conversations(selection)
+        if not planned.conversations:
+            out.write(f"User {user_id!r} has no conversations; nothing cleared.")
+            return
+        _confirm(interactive, confirm, f"Delete {_describe(planned)} of user {user_id!r}?")
+        counts = delete_matching_conversations(selection)
+    out.write(f"Deleted {_describe(counts)}.")
+
+
+def prune_conversations(
+    out: OutputWrapper,
+    err: OutputWrapper,
+    *,
+    older_than: timedelta,
+    dry_run: bool,
+    batch_size: int,
+    interactive: bool,
+    confirm: Confirm,
+    verbosity: int,
+) -> None:
+    cutoff = timezone.now() - older_than
+    selection = ConversationFilter(updated_before=cutoff)
+    when = f"last updated before {cutoff.isoformat(timespec='seconds')}"
+    planned = count_conversations(selection)
+    if dry_run:
+        out.write(f"Would delete {_describe(planned)} {when} (dry run; nothing deleted).")
+        return
+    if not planned.conversations:
+        out.write(f"No conversations {when}; nothing deleted.")
+        return
+    _confirm(interactive, confirm, f"Delete {_describe(planned)} {when}?")
+    progress = Progress(err, verbosity, label="Pruning")
+    done = DeletionCounts()
+
+    def on_batch(counts: DeletionCounts) -> None:
+        nonlocal done
+        done += counts
+        progress.update(f"{done.conversations} of about {planned.conversations} conversations")
+
+    counts = delete_matching_conversations(selection, batch_size=batch_size, on_batch=on_batch)
+    progress.done()
+    out.write(f"Deleted {_describe(counts)} {when}.")
+
+
+def _export_to_file(
+    output: Path, selection: ConversationFilter, batch_size: int, progress: Progress
+) -> tuple[int, int]:
+    # Written beside the target and renamed at the end: a failed export
+    # leaves no truncated file behind, and never half-overwrites an old one.
+    directory = output.parent if str(output.parent) else Path()
+    if not directory.is_dir():
+        raise CommandError(f"Cannot write {output}: {directory} is not a directory.")
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            counts = _write_records(stream, selection, batch_size, progress)
+        os.replace(temporary, output)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    return counts
+
+
+def _write_records(
+    stream: TextIO | OutputWrapper,
+    selection: ConversationFilter,
+    batch_size: int,
+    progress: Progress,
+) -> tuple[int, int]:
+    conversations = messages = 0
+    for record in iter_export_records(selection, batch_size=batch_size):
+        line = record_json(record)
+        if isinstance(stream, OutputWrapper):
+            stream.write(line)  # OutputWrapper adds the newline
+        else:
+            stream.write(line + "\n")
+        if isinstance(record, ExportedMessage):
+            messages += 1
+            if messages % batch_size == 0:
+                progress.update(f"{conversations} conversations, {messages} messages")
+        else:
+            conversations += 1
+            if conversations % batch_size == 0:
+                progress.update(f"{conversations} conversations, {messages} messages")
+    return conversations, messages
+
+
+def _require_conversation(session: str) -> MemoryConversationSummary:
+    found = resolve_conversation(session)
+    if found is None:
+        raise CommandError(f"No conversation has the session id or ref {session!r}.")
+    return found
+
+
+def _confirm(interactive: bool, confirm: Confirm, question: str) -> None:
+    if interactive and not confirm(question):
+        raise CommandError("Cancelled; nothing was deleted.")
+
+
+def _describe(counts: DeletionCounts) -> str:
+    text = f"{_plural(counts.conversations, 'conversation')} ({_plural(counts.messages, 'message')}"
+    if counts.failed_runs:
+        text += f", {_plural(counts.failed_runs, 'failed run')}"
+    return text + ")"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

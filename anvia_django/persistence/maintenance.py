@@ -1,0 +1,193 @@
+"""Operator queries: finding a conversation, erasure, retention and export.
+
+Everything here works in bounded batches, so a table of any size never has
+to fit in memory: deletions take the oldest (or lowest) ``batch_size``
+conversations per transaction, export walks keyset pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet, Sum
+
+from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
+from anvia_django.models import Conversation, FailedRun, MemoryMessage
+
+from .databases import read_alias, write_alias
+from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
+from .inspection import find_conversation
+from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
+
+DEFAULT_BATCH_SIZE = 500
+
+BatchCallback = Callable[[DeletionCounts], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationFilter:
+    """Which conversations an operation covers; all fields unset means all."""
+
+    ref: str | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    updated_before: datetime | None = None
+
+    def apply(self, conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+        if self.ref is not None:
+            conversations = conversations.filter(ref=self.ref)
+        if self.session_id is not None:
+            conversations = conversations.filter(session_id=self.session_id)
+        if self.user_id is not None:
+            conversations = conversations.filter(user_id=self.user_id)
+        if self.updated_before is not None:
+            conversations = conversations.filter(updated_at__lt=self.updated_before)
+        return conversations
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedMessage:
+    """One message of an export, with the conversation it belongs to."""
+
+    ref: str
+    session_id: str
+    message: MemoryConversationMessage
+
+
+ExportRecord = MemoryConversationSummary | ExportedMessage
+
+
+def resolve_conversation(
+    session_id_or_ref: str, *, using: str | None = None
+) -> MemoryConversationSummary | None:
+    """The conversation with this session id or, failing that, with this ref.
+
+    The session id wins: it is what an operator usually has at hand, and a
+    ref, being random, is never chosen to look like someone's session id.
+    """
+    row = (
+        Conversation.objects.using(read_alias(using))
+        .filter(session_id=session_id_or_ref)
+        .values_list(*SUMMARY_FIELDS)
+        .first()
+    )
+    if row is not None:
+        return summary_from_row(row)
+    found = find_conversation(session_id_or_ref, using=using)
+    return None if found is None else found.summary
+
+
+def count_conversations(
+    selection: ConversationFilter, *, using: str | None = None
+) -> DeletionCounts:
+    """What deleting ``selection`` would remove, without removing it.
+
+    Message totals come from the stored counts: one aggregate, no row scan
+    of the message table.
+    """
+    alias = read_alias(using)
+    conversations = selection.apply(Conversation.objects.using(alias))
+    totals = conversations.aggregate(count=Count("id"), messages=Sum("message_count"))
+    failed_runs = FailedRun.objects.using(alias).filter(conversation__in=conversations).count()
+    return DeletionCounts(totals["count"], totals["messages"] or 0, failed_runs)
+
+
+def delete_matching_conversations(
+    selection: ConversationFilter,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    using: str | None = None,
+    on_batch: BatchCallback | None = None,
+) -> DeletionCounts:
+    """Delete every conversation ``selection`` covers, ``batch_size`` per transaction.
+
+    Each batch is atomic: it locks its conversations (so a concurrent append
+    waits, and a conversation updated meanwhile no longer matches a retention
+    cutoff), deletes them with their messages and failed runs, and commits.
+    A failure stops at a batch boundary; running the call again finishes.
+    """
+    _check_batch_size(batch_size)
+    alias = write_alias(using)
+    total = DeletionCounts()
+    while True:
+        with transaction.atomic(using=alias):
+            values = (
+                selection.apply(Conversation.objects.using(alias))
+                .select_for_update()
+                .order_by("updated_at", "id")
+                .values_list(*ROW_FIELDS)[:batch_size]
+            )
+            rows = [ConversationRow(*row) for row in values]
+            counts = delete_conversations(alias, rows)
+        if not rows:
+            return total
+        total += counts
+        if on_batch is not None:
+            on_batch(counts)
+
+
+def iter_export_records(
+    selection: ConversationFilter,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    using: str | None = None,
+) -> Iterator[ExportRecord]:
+    """Each conversation's summary, followed by its messages in position order.
+
+    Conversations come in creation order. Both tables are read in keyset
+    pages of ``batch_size`` rows, so memory stays bounded by the page size
+    and the query count by rows / ``batch_size``. Pages are separate reads:
+    a conversation changed during a long export shows the state its page saw.
+    """
+    _check_batch_size(batch_size)
+    alias = read_alias(using)
+    conversations = selection.apply(Conversation.objects.using(alias)).order_by("id")
+    last_id = 0
+    while True:
+        page = list(
+            conversations.filter(id__gt=last_id).values_list("id", *SUMMARY_FIELDS)[:batch_size]
+        )
+        if not page:
+            return
+        last_id = page[-1][0]
+        messages = _message_pages(alias, [row[0] for row in page], batch_size)
+        pending = next(messages, None)
+        for conversation_id, *summary_fields in page:
+            summary = summary_from_row(tuple(summary_fields))
+            yield summary
+            while pending is not None and pending[0] == conversation_id:
+                message = message_from_row(pending[1:])
+                yield ExportedMessage(summary.ref, summary.session_id, message)
+                pending = next(messages, None)
+
+
+def _message_pages(
+    alias: str, conversation_ids: list[int], batch_size: int
+) -> Iterator[tuple[Any, ...]]:
+    """The messages of ``conversation_ids`` by (conversation, position), paged."""
+    messages = (
+        MemoryMessage.objects.using(alias)
+        .filter(conversation_id__in=conversation_ids)
+        .order_by("conversation_id", "position")
+    )
+    after: Q | None = None
+    while True:
+        page = messages.filter(after) if after is not None else messages
+        rows = list(page.values_list("conversation_id", *MESSAGE_FIELDS)[:batch_size])
+        yield from rows
+        if len(rows) < batch_size:
+            return
+        conversation_id, position = rows[-1][0], rows[-1][1]
+        after = Q(conversation_id__gt=conversation_id) | Q(
+            conversation_id=conversation_id, position__gt=position
+        )
+
+
+def _check_batch_size(batch_size: object) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidMemoryInputError("must be a positive integer", path="batch_size")

@@ -1,0 +1,93 @@
+"""Helpers shared by the integration suites."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import OperationalError, connection
+from hypothesis import strategies as st
+
+from anvia_django.models import Conversation, MemoryMessage
+
+# JSON values our validation accepts (no NaN, no U+0000, no lone surrogates).
+json_text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"))
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | json_text
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(json_text, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def at_once(workers: int, work: Callable[[int], Any]) -> None:
+    """Run ``work(0..workers-1)`` in threads released together; re-raise any error."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(workers)
+
+    def target(worker: int) -> None:
+        try:
+            barrier.wait()
+            work(worker)
+        except BaseException as exc:  # reported in the test's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=target, args=(w,)) for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def stored_rows(session_id: str) -> list[tuple[int, str, int, str]]:
+    """``(position, run_id, turn, role)`` of every stored message, in order."""
+    return list(
+        MemoryMessage.objects.filter(conversation__session_id=session_id)
+        .order_by("position")
+        .values_list("position", "run_id", "turn", "role")
+    )
+
+
+def assert_gap_free(session_id: str) -> None:
+    conversation = Conversation.objects.get(session_id=session_id)
+    positions = [row[0] for row in stored_rows(session_id)]
+    assert positions == list(range(len(positions)))
+    assert conversation.message_count == len(positions)
+
+
+def lose_connection_after_commit(real: Callable[..., None]) -> Callable[..., None]:
+    """An ``append_messages`` whose first call commits, then reports a lost connection."""
+    calls = {"n": 0}
+
+    def append(*args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        real(*args, **kwargs)
+        if calls["n"] == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+
+    return append
+
+
+def lose_connection_before_commit(real: Callable[..., None]) -> Callable[..., None]:
+    """An ``append_messages`` whose first call fails before writing anything."""
+    calls = {"n": 0}
+
+    def append(*args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        real(*args, **kwargs)
+
+    return append
