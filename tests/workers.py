@@ -72,10 +72,12 @@ def append_many(
 def clear_repeatedly(
     database_name: str | None, session_id: str, times: int, threshold: int, start_at: float
 ) -> int:
-    """Clear the session ``times`` times, each once it holds ``threshold`` messages.
+    """Clear the session up to ``times`` times, each once it holds ``threshold``
+    messages; stop early when the writers have gone quiet for a second.
 
     Waiting for the session to fill (rather than sleeping) puts every clear
     in the middle of the writers' work, however fast the machine is.
+    Returns how many clears were made.
     """
     if database_name is not None:
         setup_django(database_name)
@@ -89,9 +91,12 @@ def clear_repeatedly(
     conversations = Conversation.objects.filter(session_id=session_id)
     cleared = 0
     try:
-        deadline = time.time() + 120
-        while cleared < times and time.time() < deadline:
-            if (conversations.values_list("message_count", flat=True).first() or 0) >= threshold:
+        last_count, last_change = 0, time.time() + 60  # give the writers time to start
+        while cleared < times and time.time() - last_change < 1.0:
+            count = conversations.values_list("message_count", flat=True).first() or 0
+            if count != last_count or (count and last_change > time.time()):
+                last_count, last_change = count, time.time()
+            if count >= threshold:
                 clear_conversation(MemoryContext(session_id))
                 cleared += 1
             else:
