@@ -33,6 +33,7 @@ from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .messages import insert_messages, tail_of_turn
+from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
 
@@ -40,6 +41,7 @@ class _AlreadyStored(Exception):
     """Rolls back a retried append's reservation; never leaves this module."""
 
 
+@retry_if_connection_lost
 def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> None:
     """Append messages to a session's transcript, creating it on first use.
 
@@ -130,6 +132,7 @@ def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Mes
     return message
 
 
+@retry_if_connection_lost
 def clear_conversation(context: MemoryContext, *, using: str | None = None) -> DeletionCounts:
     """Delete the session's conversation, messages and failed runs.
 
@@ -152,6 +155,7 @@ def clear_conversation(context: MemoryContext, *, using: str | None = None) -> D
         return delete_conversations(alias, [row])
 
 
+@retry_if_connection_lost
 def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
     """Keep a failed run's error and partial messages, outside the transcript."""
     validate_error_input(input, app_settings.input_limits)

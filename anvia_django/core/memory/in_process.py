@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .errors import ConversationScopeError
+from .errors import ConversationScopeError, InvalidMemoryInputError
 from .types import (
     JsonObject,
     MemoryAppendInput,
@@ -222,7 +222,7 @@ class InProcessMemoryInspector:
     ) -> list[MemoryConversationSummary]:
         limit = options.limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, not {limit!r}")
+            raise InvalidMemoryInputError("must be a positive integer", path="limit")
         store = self._store
         with store._lock:
             chosen = [
