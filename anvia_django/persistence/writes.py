@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from anvia_django import signals
 from anvia_django.conf import app_settings
+from anvia_django.core.memory.errors import error_type_name
 from anvia_django.core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -161,9 +162,7 @@ def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> N
     validate_error_input(input, app_settings.input_limits)
     alias = write_alias(using)
     error = input.error
-    error_type = type(error).__qualname__
-    if type(error).__module__ not in ("builtins", "__main__"):
-        error_type = f"{type(error).__module__}.{error_type}"
+    error_type = error_type_name(error)
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, now, reserve=0)

@@ -282,12 +282,10 @@ class StoresAgree(RuleBasedStateMachine):
         ).values_list(
             "conversation__session_id", "run_id", "error_type", "error_message", "messages"
         ):
-            ours.setdefault(session_id, []).append(
-                (run_id, error_type.rpartition(".")[2], error_message, messages)
-            )
+            ours.setdefault(session_id, []).append((run_id, error_type, error_message, messages))
         theirs = {
             session: [
-                (r.run_id, r.error_type.rpartition(".")[2], r.error_message, r.messages)
+                (r.run_id, r.error_type, r.error_message, r.messages)
                 for r in self.reference.failed_runs(session)
             ]
             for session in SESSIONS

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .errors import ConversationScopeError, InvalidMemoryInputError
+from .errors import ConversationScopeError, InvalidMemoryInputError, error_type_name
 from .types import (
     JsonObject,
     MemoryAppendInput,
@@ -139,7 +139,7 @@ class InProcessMemoryStore:
             conversation.failed_runs.append(
                 FailedRunRecord(
                     run_id=input.run_id,
-                    error_type=f"{type(error).__module__}.{type(error).__qualname__}",
+                    error_type=error_type_name(error),
                     error_message=str(error),
                     traceback="".join(traceback.format_exception(error)),
                     messages=[json.loads(e) for e in encoded],
