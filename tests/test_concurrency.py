@@ -1,7 +1,12 @@
-"""Many writers, one session: positions stay gap-free and nothing is lost.
+"""Many writers at once: nothing lost, nothing duplicated, nothing reordered.
 
-PostgreSQL: OS processes, each with its own connection. SQLite: threads on
-one database file, in the documented ``transaction_mode = "IMMEDIATE"``.
+PostgreSQL: OS processes, each with its own connection. Both backends:
+threads, each with its own connection (on SQLite, one database file in the
+documented ``transaction_mode = "IMMEDIATE"`` with a busy ``timeout``; no
+error may reach the caller). A concurrent ``clear`` leaves the session
+empty or holding only whole appends made after it.
+
+``ANVIA_RELIABILITY=long`` makes every writer append ten times as often.
 """
 
 from __future__ import annotations
@@ -10,88 +15,170 @@ import multiprocessing
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.db import connection, connections
 
-from anvia_django.core.memory import MemoryAppendInput, MemoryContext
 from anvia_django.models import Conversation, MemoryMessage
-from anvia_django.persistence import append_messages
 
 from . import workers
+from .reliability.budget import scaled
+from .reliability.report import record
 
 WRITERS = 8
-APPENDS_PER_WRITER = 25
+APPENDS_PER_WRITER = scaled(ci=100, long=1000)
+START_DELAY = 2.0
+"""Seconds for every worker to start before they all begin at once."""
+
+Job = tuple[Callable[..., int], tuple[Any, ...]]
 
 
-def assert_history_is_whole(session_ids: list[str], writers: int, appends: int) -> None:
-    for session_id in session_ids:
-        conversation = Conversation.objects.get(session_id=session_id)
-        rows = list(
-            MemoryMessage.objects.filter(conversation=conversation)
-            .order_by("position")
-            .values_list("position", "message")
-        )
-        messages: list[tuple[int, dict[str, Any]]] = rows
-        assert [position for position, _ in messages] == list(range(writers * appends))
-        assert conversation.message_count == len(rows)
-        by_writer: dict[int, list[int]] = defaultdict(list)
-        for _, message in messages:
-            writer, index = map(int, message["content"].split(":"))
-            by_writer[writer].append(index)
-        # Every message exactly once, and each writer's messages in its own order.
-        assert dict(by_writer) == {w: list(range(appends)) for w in range(writers)}
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("sessions", [1, 5])
-def test_processes_appending_at_once(sessions: int) -> None:
-    session_ids = [f"shared-{n}" for n in range(sessions)]
-    database_name = connection.settings_dict["NAME"]
-    connections.close_all()
-    start_at = time.time() + 2.0
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(WRITERS) as pool:
-        results = [
-            pool.apply_async(
-                workers.append_many,
-                (database_name, session_ids, writer, APPENDS_PER_WRITER, start_at),
-            )
-            for writer in range(WRITERS)
-        ]
-        written = [result.get(timeout=300) for result in results]
-    assert written == [APPENDS_PER_WRITER * sessions] * WRITERS
-    assert_history_is_whole(session_ids, WRITERS, APPENDS_PER_WRITER)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_threads_appending_at_once() -> None:
+def run_at_once(jobs: list[Job], *, processes: bool) -> list[int]:
+    """Run the jobs concurrently; the first argument of each is the database name."""
+    start_at = time.time() + START_DELAY
+    if processes:
+        database_name = connection.settings_dict["NAME"]
+        connections.close_all()
+        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+            pending = [pool.apply_async(fn, (database_name, *args, start_at)) for fn, args in jobs]
+            return [result.get(timeout=600) for result in pending]
+    results: list[int] = [0] * len(jobs)
     errors: list[BaseException] = []
-    barrier = threading.Barrier(WRITERS)
 
-    def write(writer: int) -> None:
+    def work(slot: int, fn: Callable[..., int], args: tuple[Any, ...]) -> None:
         try:
-            barrier.wait()
-            for index in range(APPENDS_PER_WRITER):
-                append_messages(
-                    MemoryAppendInput(
-                        context=MemoryContext("threads"),
-                        run_id=f"writer-{writer}",
-                        turn=index + 1,
-                        messages=[{"role": "user", "content": f"{writer}:{index}"}],
-                    )
-                )
+            results[slot] = fn(None, *args, start_at)
         except BaseException as exc:  # reported below, in the test's thread
             errors.append(exc)
-        finally:
-            connection.close()
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+    threads = [threading.Thread(target=work, args=(n, *job)) for n, job in enumerate(jobs)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == []
-    assert_history_is_whole(["threads"], WRITERS, APPENDS_PER_WRITER)
+    assert errors == [], "an error reached a caller"
+    return results
+
+
+def kept_appends(session_id: str) -> dict[int, list[int]]:
+    """Each writer's append indices in the session, in position order.
+
+    Checks on the way that positions are 0..n-1, the stored count equals the
+    rows, and every append is whole and contiguous.
+    """
+    conversation = Conversation.objects.filter(session_id=session_id).first()
+    if conversation is None:
+        return {}
+    rows: list[tuple[int, dict[str, Any]]] = list(
+        MemoryMessage.objects.filter(conversation=conversation)
+        .order_by("position")
+        .values_list("position", "message")
+    )
+    assert [position for position, _ in rows] == list(range(len(rows))), "a gap or duplicate"
+    assert conversation.message_count == len(rows)
+    by_writer: dict[int, list[int]] = defaultdict(list)
+    cursor = 0
+    while cursor < len(rows):
+        writer, index, _ = map(int, rows[cursor][1]["content"].split(":"))
+        expected = workers.writer_messages(writer, index)
+        got = [message for _, message in rows[cursor : cursor + len(expected)]]
+        assert got == expected, f"append {writer}:{index} was split or interleaved"
+        by_writer[writer].append(index)
+        cursor += len(expected)
+    return dict(by_writer)
+
+
+def assert_nothing_lost(session_ids: list[str], *, processes: int, kind: str) -> None:
+    expected: dict[str, dict[int, list[int]]] = {s: defaultdict(list) for s in session_ids}
+    for writer in range(WRITERS):
+        for index in range(APPENDS_PER_WRITER):
+            session_id = session_ids[(index + writer) % len(session_ids)]
+            expected[session_id][writer].append(index)
+    lost = duplicated = messages = 0
+    for session_id in session_ids:
+        kept = kept_appends(session_id)
+        for writer, indices in expected[session_id].items():
+            got = kept.get(writer, [])
+            lost += len(set(indices) - set(got))
+            duplicated += len(got) - len(set(got))
+            # Exactly once each, and in the writer's own order.
+            assert got == indices, f"writer {writer} in {session_id}"
+        messages += MemoryMessage.objects.filter(conversation__session_id=session_id).count()
+    record(
+        f"concurrency ({kind})",
+        runs=1,
+        writers=processes,
+        sessions=len(session_ids),
+        appends=WRITERS * APPENDS_PER_WRITER,
+        messages=messages,
+        lost=lost,
+        duplicated=duplicated,
+    )
+
+
+def writer_jobs(session_ids: list[str]) -> list[Job]:
+    return [(workers.append_many, (session_ids, w, APPENDS_PER_WRITER)) for w in range(WRITERS)]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sessions", [1, 50])
+def test_processes_appending_at_once(sessions: int) -> None:
+    session_ids = [f"shared-{n}" for n in range(sessions)]
+    written = run_at_once(writer_jobs(session_ids), processes=True)
+    assert written == [APPENDS_PER_WRITER] * WRITERS
+    assert_nothing_lost(session_ids, processes=WRITERS, kind="processes")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sessions", [1, 50])
+def test_threads_appending_at_once(sessions: int) -> None:
+    session_ids = [f"threads-{n}" for n in range(sessions)]
+    written = run_at_once(writer_jobs(session_ids), processes=False)
+    assert written == [APPENDS_PER_WRITER] * WRITERS
+    assert_nothing_lost(session_ids, processes=WRITERS, kind="threads")
+
+
+CLEARS = 5
+
+
+def assert_only_whole_appends_after_a_clear(session_id: str, clears: int, *, kind: str) -> None:
+    kept = kept_appends(session_id)
+    if kind == "processes":
+        # SQLite's busy handler may starve the clearing thread until the
+        # writers are done; separate processes on PostgreSQL queue fairly.
+        assert kept, "the last clear came after the writers had finished"
+    for writer, indices in kept.items():
+        # A writer appends in order, so what survived the last clear is
+        # a run of its latest appends: a suffix of its sequence.
+        assert indices == list(range(indices[0], APPENDS_PER_WRITER)), f"writer {writer}"
+    record(
+        f"clear against appends ({kind})",
+        runs=1,
+        clears=clears,
+        appends=WRITERS * APPENDS_PER_WRITER,
+        kept_appends=sum(len(indices) for indices in kept.values()),
+    )
+
+
+@pytest.mark.parametrize(
+    "processes",
+    [
+        pytest.param(True, marks=pytest.mark.postgres, id="processes"),
+        pytest.param(False, id="threads"),
+    ],
+)
+@pytest.mark.django_db(transaction=True)
+def test_clear_against_appends(processes: bool) -> None:
+    session_id = "cleared-while-written"
+    # Spread the clears over the first half of the writing.
+    threshold = WRITERS * APPENDS_PER_WRITER // (2 * CLEARS)
+    jobs = [*writer_jobs([session_id]), (workers.clear_repeatedly, (session_id, CLEARS, threshold))]
+    *written, clears = run_at_once(jobs, processes=processes)
+    assert written == [APPENDS_PER_WRITER] * WRITERS
+    assert clears >= 1
+    assert_only_whole_appends_after_a_clear(
+        session_id, clears, kind="processes" if processes else "threads"
+    )

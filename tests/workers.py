@@ -20,31 +20,87 @@ def setup_django(database_name: str) -> None:
     django.setup()
 
 
+def wait_until(start_at: float) -> None:
+    while time.time() < start_at:
+        time.sleep(0.001)
+
+
+def writer_messages(writer: int, index: int) -> list[dict[str, str]]:
+    """The messages of ``writer``'s append number ``index``: one or two of them.
+
+    Two-message appends let the checks see that an append is never split.
+    """
+    parts = 2 if index % 3 == 0 else 1
+    return [{"role": "user", "content": f"{writer}:{index}:{part}"} for part in range(parts)]
+
+
 def append_many(
-    database_name: str, session_ids: list[str], writer: int, count: int, start_at: float
+    database_name: str | None, session_ids: list[str], writer: int, count: int, start_at: float
 ) -> int:
-    """Append ``count`` messages per session as ``writer``; return how many were written."""
-    setup_django(database_name)
+    """Make ``count`` appends as ``writer``, round-robin over the sessions.
+
+    Append ``index`` goes to ``session_ids[(index + writer) % len(session_ids)]``.
+    Returns how many appends were made. ``database_name`` None means "already
+    set up" (a thread of the test process).
+    """
+    if database_name is not None:
+        setup_django(database_name)
     from django.db import connection
 
     from anvia_django.core.memory import MemoryAppendInput, MemoryContext
     from anvia_django.persistence import append_messages
 
-    while time.time() < start_at:
-        time.sleep(0.001)
+    wait_until(start_at)
     written = 0
     try:
         for index in range(count):
-            for session_id in session_ids:
-                append_messages(
-                    MemoryAppendInput(
-                        context=MemoryContext(session_id),
-                        run_id=f"writer-{writer}",
-                        turn=index + 1,
-                        messages=[{"role": "user", "content": f"{writer}:{index}"}],
-                    )
+            session_id = session_ids[(index + writer) % len(session_ids)]
+            append_messages(
+                MemoryAppendInput(
+                    context=MemoryContext(session_id),
+                    run_id=f"writer-{writer}",
+                    turn=index + 1,
+                    messages=writer_messages(writer, index),
                 )
-                written += 1
+            )
+            written += 1
     finally:
         connection.close()
     return written
+
+
+def clear_repeatedly(
+    database_name: str | None, session_id: str, times: int, threshold: int, start_at: float
+) -> int:
+    """Clear the session up to ``times`` times, each once it holds ``threshold``
+    messages; stop early when the writers have gone quiet for a second.
+
+    Waiting for the session to fill (rather than sleeping) puts every clear
+    in the middle of the writers' work, however fast the machine is.
+    Returns how many clears were made.
+    """
+    if database_name is not None:
+        setup_django(database_name)
+    from django.db import connection
+
+    from anvia_django.core.memory import MemoryContext
+    from anvia_django.models import Conversation
+    from anvia_django.persistence import clear_conversation
+
+    wait_until(start_at)
+    conversations = Conversation.objects.filter(session_id=session_id)
+    cleared = 0
+    try:
+        last_count, last_change = 0, time.time() + 60  # give the writers time to start
+        while cleared < times and time.time() - last_change < 1.0:
+            count = conversations.values_list("message_count", flat=True).first() or 0
+            if count != last_count or (count and last_change > time.time()):
+                last_count, last_change = count, time.time()
+            if count >= threshold:
+                clear_conversation(MemoryContext(session_id))
+                cleared += 1
+            else:
+                time.sleep(0.001)
+    finally:
+        connection.close()
+    return cleared

@@ -16,9 +16,11 @@ from anvia_django.core.memory.window import window_start
 from anvia_django.models import Conversation, MemoryMessage
 
 from .databases import write_alias
+from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
 
+@retry_if_connection_lost
 def load_messages(
     context: MemoryContext, *, using: str | None = None, limit: int | None = None
 ) -> list[Message]:
@@ -36,6 +38,7 @@ def load_messages(
     return [json.loads(message) for _, message in rows[start:]]
 
 
+@retry_if_connection_lost
 def load_latest_messages(
     context: MemoryContext, count: int, *, using: str | None = None
 ) -> list[Message]:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from anvia_django import signals
 from anvia_django.conf import app_settings
+from anvia_django.core.memory.errors import error_type_name
 from anvia_django.core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -33,6 +34,7 @@ from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .messages import insert_messages
+from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
 
@@ -40,6 +42,7 @@ class _AlreadyStored(Exception):
     """Rolls back a retried append's reservation; never leaves this module."""
 
 
+@retry_if_connection_lost
 def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> None:
     """Append messages to a session's transcript, creating it on first use.
 
@@ -130,6 +133,7 @@ def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Mes
     return message
 
 
+@retry_if_connection_lost
 def clear_conversation(context: MemoryContext, *, using: str | None = None) -> DeletionCounts:
     """Delete the session's conversation, messages and failed runs.
 
@@ -152,14 +156,13 @@ def clear_conversation(context: MemoryContext, *, using: str | None = None) -> D
         return delete_conversations(alias, [row])
 
 
+@retry_if_connection_lost
 def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
     """Keep a failed run's error and partial messages, outside the transcript."""
     validate_error_input(input, app_settings.input_limits)
     alias = write_alias(using)
     error = input.error
-    error_type = type(error).__qualname__
-    if type(error).__module__ not in ("builtins", "__main__"):
-        error_type = f"{type(error).__module__}.{error_type}"
+    error_type = error_type_name(error)
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, now, reserve=0)

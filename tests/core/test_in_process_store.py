@@ -39,7 +39,7 @@ def test_record_error_keeps_the_failed_run() -> None:
     (failed,) = store.failed_runs("s")
     assert (failed.run_id, failed.error_type, failed.error_message, failed.messages) == (
         "run-9",
-        "builtins.TimeoutError",
+        "TimeoutError",
         "model timed out",
         [_user("hi")],
     )

@@ -24,3 +24,11 @@ class ConversationScopeError(PermissionError):
 
 class MemoryNotConfiguredError(RuntimeError):
     """A session was requested from an agent built without memory."""
+
+
+def error_type_name(error: BaseException) -> str:
+    """How stores name an error's type: ``ValueError``, ``mypkg.errors.Timeout``."""
+    kind = type(error)
+    if kind.__module__ in ("builtins", "__main__"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"

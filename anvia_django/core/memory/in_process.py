@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .errors import ConversationScopeError
+from .errors import ConversationScopeError, InvalidMemoryInputError, error_type_name
 from .types import (
     JsonObject,
     MemoryAppendInput,
@@ -139,7 +139,7 @@ class InProcessMemoryStore:
             conversation.failed_runs.append(
                 FailedRunRecord(
                     run_id=input.run_id,
-                    error_type=f"{type(error).__module__}.{type(error).__qualname__}",
+                    error_type=error_type_name(error),
                     error_message=str(error),
                     traceback="".join(traceback.format_exception(error)),
                     messages=[json.loads(e) for e in encoded],
@@ -222,7 +222,7 @@ class InProcessMemoryInspector:
     ) -> list[MemoryConversationSummary]:
         limit = options.limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, not {limit!r}")
+            raise InvalidMemoryInputError("must be a positive integer", path="limit")
         store = self._store
         with store._lock:
             chosen = [

@@ -1,0 +1,296 @@
+"""A failing database never leaves half a write behind.
+
+For append, clear and record_error, a clean run first counts the SQL
+statements the call sends; then the call is repeated once per statement
+with a ``DatabaseError`` injected at that statement. Each time the error
+must reach the caller, every table must be exactly as before, and no
+"after commit" signal may go out. With ``transaction=True`` the calls run
+their own real transactions (BEGIN ... COMMIT), and the COMMIT itself is
+made to fail too. Lost connections between calls are survived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, OperationalError, connection, connections
+from django.dispatch import Signal
+
+from anvia_django import signals
+from anvia_django.core.memory import MemoryContext, MemoryErrorInput
+from anvia_django.models import Conversation, FailedRun, MemoryMessage
+from anvia_django.store import DjangoMemoryStore
+from tests.helpers import append_input, assistant, run, snapshot, user
+
+from .report import record
+
+STORE = DjangoMemoryStore()
+
+
+class InjectedFault(DatabaseError):
+    """What the fault injector raises, so no real error is mistaken for it."""
+
+
+class StatementFaults:
+    """``connection.execute_wrapper`` that counts statements and fails the k-th."""
+
+    def __init__(
+        self, fail_at: int | None = None, error: type[DatabaseError] = InjectedFault
+    ) -> None:
+        self.fail_at = fail_at
+        self.error = error
+        self.statements: list[str] = []
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.statements.append(sql)
+        if len(self.statements) == self.fail_at:
+            raise self.error(f"injected at statement {self.fail_at}")
+        return execute(sql, params, many, context)
+
+
+class DropConnection(StatementFaults):
+    """Closes the client socket just before the k-th statement."""
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.statements.append(sql)
+        if len(self.statements) == self.fail_at:
+            connection.connection.close()
+        return execute(sql, params, many, context)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    call: Callable[[], None]
+    """The store call under test."""
+    signal: Signal
+    """What the call announces after a successful commit."""
+
+
+def existing_history() -> None:
+    """Rows in every table, in the session under test and in another one."""
+    for session in ("busy", "bystander"):
+        run(STORE.append, append_input(session, [user("hi"), assistant("hello")], user_id="u"))
+        run(STORE.append, append_input(session, [user("again")], run_id="run-2", user_id="u"))
+        failure = MemoryErrorInput(MemoryContext(session, "u"), "run-3", TimeoutError(), [])
+        run(STORE.record_error, failure)
+
+
+SCENARIOS = [
+    Scenario(
+        "append to a new session",
+        lambda: run(STORE.append, append_input("new", [user("a"), assistant("b")], user_id="u")),
+        signals.messages_appended,
+    ),
+    Scenario(
+        "append to an existing session, new metadata",
+        lambda: run(
+            STORE.append,
+            append_input("busy", [user("c")], run_id="run-4", user_id="u", metadata={"k": 1}),
+        ),
+        signals.messages_appended,
+    ),
+    Scenario(
+        "clear a session with messages and failed runs",
+        lambda: run(STORE.clear, MemoryContext("busy", "u")),
+        signals.conversation_cleared,
+    ),
+    Scenario(
+        "record_error on a new session",
+        lambda: run(
+            STORE.record_error,
+            MemoryErrorInput(MemoryContext("new", "u"), "run-9", ValueError("x"), [user("q")]),
+        ),
+        signals.run_failed,
+    ),
+    Scenario(
+        "record_error on an existing session",
+        lambda: run(
+            STORE.record_error,
+            MemoryErrorInput(MemoryContext("busy", "u"), "run-9", ValueError("x"), [user("q")]),
+        ),
+        signals.run_failed,
+    ),
+]
+
+
+def reset() -> None:
+    FailedRun.objects.all().delete()
+    MemoryMessage.objects.all().delete()
+    Conversation.objects.all().delete()
+    existing_history()
+
+
+@pytest.fixture
+def sent() -> Iterator[list[str]]:
+    """Names of the memory signals sent while the test runs."""
+    names: list[str] = []
+    receivers = []
+    for name in ("messages_appended", "conversation_cleared", "run_failed"):
+
+        def receiver(name: str = name, **kwargs: Any) -> None:
+            names.append(name)
+
+        getattr(signals, name).connect(receiver, weak=False)
+        receivers.append((getattr(signals, name), receiver))
+    yield names
+    for signal, receiver in receivers:
+        signal.disconnect(receiver)
+
+
+def count_statements(scenario: Scenario) -> int:
+    reset()
+    before = snapshot()
+    counter = StatementFaults()
+    with connection.execute_wrapper(counter):
+        scenario.call()
+    assert snapshot() != before, "the clean run must write"
+    return len(counter.statements)
+
+
+def inject_at_every_statement(scenario: Scenario, sent: list[str]) -> int:
+    total = count_statements(scenario)
+    assert total >= 2
+    for fail_at in range(1, total + 1):
+        reset()
+        before = snapshot()
+        sent.clear()
+        with connection.execute_wrapper(StatementFaults(fail_at)), pytest.raises(InjectedFault):
+            scenario.call()
+        assert snapshot() == before, f"statement {fail_at} of {total} left a partial write"
+        assert sent == [], f"a signal went out although statement {fail_at} failed"
+    # The connection is still good for the same call.
+    reset()
+    scenario.call()
+    return total
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_a_fault_at_any_statement_changes_nothing(scenario: Scenario, sent: list[str]) -> None:
+    faults = inject_at_every_statement(scenario, sent)
+    record("faults", injected=faults, scenarios=1)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_a_fault_at_any_statement_of_a_real_transaction_changes_nothing(
+    scenario: Scenario, sent: list[str]
+) -> None:
+    faults = inject_at_every_statement(scenario, sent)
+    record("faults", injected=faults, scenarios=1)
+
+
+def failing_commit(*, after_committing: bool) -> Callable[[], None]:
+    """A replacement for ``connection._commit`` that raises once."""
+    real_commit: Callable[[], None] = connection._commit  # type: ignore[attr-defined]
+    calls = {"n": 0}
+
+    def commit() -> None:
+        calls["n"] += 1
+        first = calls["n"] == 1
+        if not first or after_committing:
+            real_commit()  # after_committing: the server committed, the client never hears
+        if first:
+            raise InjectedFault("injected at COMMIT")
+
+    return commit
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_a_failed_commit_changes_nothing(
+    scenario: Scenario, sent: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reset()
+    before = snapshot()
+    sent.clear()
+    monkeypatch.setattr(connection, "_commit", failing_commit(after_committing=False))
+    with pytest.raises(InjectedFault):
+        scenario.call()
+    assert snapshot() == before
+    assert sent == []
+    record("faults", injected=1, scenarios=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_retried_after_an_ambiguous_commit_is_not_duplicated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The commit reached the server but the caller saw an error: it retries.
+    reset()
+    request = append_input("busy", [user("c"), assistant("d")], run_id="run-4", user_id="u")
+    monkeypatch.setattr(connection, "_commit", failing_commit(after_committing=True))
+    with pytest.raises(InjectedFault):
+        run(STORE.append, request)
+    after_first = snapshot()
+    run(STORE.append, request)
+    assert snapshot() == after_first
+    loaded = run(STORE.load, MemoryContext("busy"))
+    assert loaded[-2:] == [user("c"), assistant("d")]
+    assert loaded.count(user("c")) == 1
+    record("faults", injected=1, scenarios=1)
+
+
+def kill_connection(kind: str) -> None:
+    if kind == "closed":
+        connection.close()
+    elif connection.vendor == "postgresql":
+        pid = connection.connection.info.backend_pid
+        with connections["other"].cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    else:
+        pytest.skip("only PostgreSQL has a server to kill the connection on")
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "other"])
+@pytest.mark.parametrize("kind", ["closed", "killed by the server"])
+@pytest.mark.parametrize("operation", ["append", "load", "clear", "record_error"])
+def test_the_next_call_after_a_lost_connection_works(kind: str, operation: str) -> None:
+    reset()
+    kill_connection(kind)
+    context = MemoryContext("busy", "u")
+    if operation == "append":
+        run(STORE.append, append_input("busy", [user("after")], run_id="run-5", user_id="u"))
+        assert run(STORE.load, context)[-1] == user("after")
+    elif operation == "load":
+        assert run(STORE.load, context)[0] == user("hi")
+    elif operation == "clear":
+        run(STORE.clear, context)
+        assert run(STORE.load, context) == []
+    else:
+        run(STORE.record_error, MemoryErrorInput(context, "run-5", ValueError(), []))
+        assert FailedRun.objects.filter(run_id="run-5").count() == 1
+    record("faults", lost_connections=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_operational_error_on_a_healthy_connection_is_not_retried() -> None:
+    # A lock timeout or a serialisation failure is the caller's to handle.
+    reset()
+    before = snapshot()
+    faults = StatementFaults(fail_at=2, error=OperationalError)
+    with connection.execute_wrapper(faults), pytest.raises(OperationalError):
+        run(STORE.append, append_input("busy", [user("c")], run_id="run-4", user_id="u"))
+    assert len(faults.statements) == 2
+    assert snapshot() == before
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_lost_in_the_middle_of_an_append_is_retried_once() -> None:
+    request = append_input("busy", [user("c"), assistant("d")], run_id="run-4", user_id="u")
+    total = count_statements(
+        Scenario("append", lambda: run(STORE.append, request), signals.messages_appended)
+    )
+    for drop_at in range(1, total + 1):
+        reset()
+        before = MemoryMessage.objects.count()
+        with connection.execute_wrapper(DropConnection(drop_at)):
+            run(STORE.append, request)
+        assert MemoryMessage.objects.count() == before + 2, f"dropped at statement {drop_at}"
+        assert run(STORE.load, MemoryContext("busy"))[-2:] == request.messages
+    record("faults", lost_connections=total)
