@@ -8,15 +8,13 @@ message and encode each message a second time.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, cast
+from typing import cast
 
 from django.db import connections
 from django.db.models import Field
 
-from anvia_django.core.memory.types import Message
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import MemoryMessage
 
@@ -57,18 +55,19 @@ def insert_messages(
 
 def tail_of_turn(
     using: str, *, conversation_id: int, run_id: str, turn: int, count: int
-) -> list[Message]:
-    """The last ``count`` stored messages of one run's turn, in position order."""
+) -> list[str]:
+    """The JSON text of the last ``count`` stored messages of one run's turn,
+    in position order.
+
+    Text, not decoded values: a retry must match exactly, and in Python
+    ``True == 1 == 1.0`` would call different messages equal.
+    """
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(_tail_sql(using), [conversation_id, run_id, turn, count])
-        stored = [_decoded(row[0]) for row in cursor.fetchall()]
+        stored = [row[0] for row in cursor.fetchall()]
     stored.reverse()
     return stored
-
-
-def _decoded(value: str) -> Any:
-    return json.loads(value)
 
 
 def _column(name: str) -> str:
