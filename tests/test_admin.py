@@ -270,3 +270,20 @@ def test_failed_runs_of_a_conversation_can_be_listed(conversation: Conversation)
     )
     assert response.status_code == 200
     assert b"run-9" in response.content
+
+
+def test_failed_runs_on_the_transcript_need_their_own_view_permission(
+    conversation: Conversation,
+) -> None:
+    from django.contrib.auth.models import Permission
+
+    staff = User.objects.create_user("transcripts-only", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    client = Client()
+    client.force_login(staff)
+    page = client.get(urls(conversation)["conversation"])
+    assert page.status_code == 200
+    assert b"model down" not in page.content
+    staff.user_permissions.add(Permission.objects.get(codename="view_failedrun"))
+    client.force_login(User.objects.get(pk=staff.pk))
+    assert b"model down" in client.get(urls(conversation)["conversation"]).content

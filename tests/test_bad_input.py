@@ -105,6 +105,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("negative turn", append_input("s", [user("x")], turn=-1), "turn"),
     ("turn not an int", append_input("s", [user("x")], turn="1"), "turn"),  # type: ignore[arg-type]
     ("turn is a bool", append_input("s", [user("x")], turn=True), "turn"),
+    ("turn beyond 32 bits", append_input("s", [user("x")], turn=2**31), "turn"),
     ("metadata not an object", append_input("s", [user("x")], metadata=[1]), "metadata"),  # type: ignore[arg-type]
     ("NaN in metadata", append_input("s", [user("x")], metadata={"a": float("nan")}), "metadata"),
     (

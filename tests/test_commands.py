@@ -27,6 +27,7 @@ from anvia_django.persistence import (
     ConversationFilter,
     ExportedMessage,
     append_messages,
+    erase_user_conversations,
     get_conversation_with_messages,
     iter_export_records,
     record_failed_run,
@@ -506,3 +507,44 @@ def test_parse_age_reads_every_unit(amount: int, unit: str) -> None:
     assert parse_age(f"{amount}{unit.upper() if amount % 2 else unit}") == timedelta(
         seconds=amount * seconds
     )
+
+
+def test_erasing_a_user_is_all_or_nothing() -> None:
+    for n in range(3):
+        seed(f"erase-{n}", user_id="leaving")
+    before = snapshot()
+    real = deletion_module.delete_conversations
+    calls = 0
+
+    def fail_last(alias: str, rows: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        counts = real(alias, rows)
+        if calls == 3:  # the last of three one-conversation batches
+            raise RuntimeError("disk full")
+        return counts
+
+    with (
+        mock.patch("anvia_django.persistence.maintenance.delete_conversations", fail_last),
+        pytest.raises(RuntimeError, match="disk full"),
+    ):
+        erase_user_conversations("leaving", batch_size=1)
+    assert snapshot() == before
+    memory("clear", "--user", "leaving", "--yes")
+    assert not Conversation.objects.filter(user_id="leaving").exists()
+
+
+def test_an_age_beyond_the_calendar_is_a_clear_error() -> None:
+    with pytest.raises(CommandError, match="older-than"):
+        memory("prune", "--older-than", "999999d", "--dry-run")
+
+
+def test_show_and_list_escape_terminal_control_characters() -> None:
+    hostile = "\x1b]52;c;ZXZpbA==\x07\x1b[2Jcleared"
+    append_messages(append_input("tty\x1b[31m", [user(hostile)]))
+    shown, _ = memory("show", "tty\x1b[31m")
+    listed, _ = memory("list")
+    for output in (shown, listed):
+        assert "\x1b" not in output
+        assert "\x07" not in output
+    assert "\\x1b]52;c;ZXZpbA==\\x07\\x1b[2Jcleared" in shown

@@ -74,3 +74,20 @@ def test_nothing_is_sent_when_the_outer_transaction_rolls_back(
         append_then_fail()
     assert received == []
     assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_receiver_does_not_turn_a_committed_append_into_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(sender: type, **kwargs: Any) -> None:
+        raise RuntimeError("receiver bug")
+
+    signals.messages_appended.connect(broken)
+    try:
+        append_messages(append_input("s1", [user("kept")]))
+    finally:
+        signals.messages_appended.disconnect(broken)
+    # The caller sees success, so it will not retry and duplicate the append.
+    assert Conversation.objects.get().message_count == 1
+    assert "receiver bug" in caplog.text

@@ -216,3 +216,22 @@ def test_a_fault_mid_append_leaves_the_transcript_unchanged() -> None:
         run(store.append, append_input("s1", [assistant("lost"), assistant("too")], turn=2))
     assert snapshot() == before
     assert run(store.load, MemoryContext("s1")) == [user("kept")]
+
+
+def test_a_retry_must_match_exactly_not_by_python_equality() -> None:
+    # True == 1 == 1.0 in Python, but they are different JSON messages.
+    store = DjangoMemoryStore()
+    run(store.append, append_input("s1", [{"role": "user", "content": 1}]))
+    run(store.append, append_input("s1", [{"role": "user", "content": True}]))
+    run(store.append, append_input("s1", [{"role": "user", "content": 1.0}]))
+    loaded = run(store.load, MemoryContext("s1"))
+    assert [type(m["content"]) for m in loaded] == [int, bool, float]
+
+
+def test_record_error_keeps_error_text_no_backend_could_store_as_is() -> None:
+    store = DjangoMemoryStore()
+    error = ValueError("bad byte \x00 and \ud800 here")
+    run(store.record_error, MemoryErrorInput(MemoryContext("s1"), "r", error, []))
+    failed = FailedRun.objects.get()
+    assert failed.error_message == "bad byte \\x00 and \\ud800 here"
+    assert "\x00" not in failed.traceback

@@ -70,10 +70,13 @@ class ConversationAdmin(ReadOnlyAdminMixin):
         return {
             "transcript": transcript_entries(messages.items),
             "transcript_page": page,
+            # Tracebacks and partial messages need their own view permission.
             "failed_runs": [
                 (record, json_text(record.messages))
                 for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
-            ],
+            ]
+            if request.user.has_perm(f"{opts.app_label}.view_failedrun")
+            else [],
             "failed_runs_shown": FAILED_RUNS_SHOWN,
             "failed_runs_url": (
                 reverse(

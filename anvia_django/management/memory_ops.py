@@ -28,6 +28,7 @@ from anvia_django.persistence import (
     clear_conversation,
     count_conversations,
     delete_matching_conversations,
+    erase_user_conversations,
     get_conversation_with_messages,
     iter_export_records,
     list_conversation_summaries,
@@ -36,7 +37,7 @@ from anvia_django.persistence import (
 
 from .jsonl import record_json
 from .progress import Progress, plain
-from .transcript import render_transcript
+from .transcript import render_transcript, terminal_safe
 
 Confirm = Callable[[str], bool]
 """Asks the operator a yes/no question; only called in interactive mode."""
@@ -51,7 +52,8 @@ def list_conversations(out: OutputWrapper, *, user_id: str | None, limit: int) -
     for s in summaries:
         updated = s.updated_at.isoformat(timespec="seconds")
         user = s.user_id if s.user_id is not None else "-"
-        out.write(f"{updated:<25}  {s.ref:<22}  {s.message_count:>8}  {user:<20}  {s.session_id}")
+        line = f"{updated:<25}  {s.ref:<22}  {s.message_count:>8}  {user:<20}  {s.session_id}"
+        out.write(terminal_safe(line))
 
 
 def show_conversation(out: OutputWrapper, *, session: str) -> None:
@@ -60,7 +62,7 @@ def show_conversation(out: OutputWrapper, *, session: str) -> None:
     if conversation is None:  # cleared between the two reads
         raise CommandError(f"No conversation has the session id or ref {session!r}.")
     for line in render_transcript(conversation):
-        out.write(line)
+        out.write(terminal_safe(line))
 
 
 def export_conversations(
@@ -115,7 +117,7 @@ def clear_conversations(
             out.write(f"User {user_id!r} has no conversations; nothing cleared.")
             return
         _confirm(interactive, confirm, f"Delete {_describe(planned)} of user {user_id!r}?")
-        counts = delete_matching_conversations(selection)
+        counts = erase_user_conversations(user_id)
     out.write(f"Deleted {_describe(counts)}.")
 
 
@@ -130,7 +132,10 @@ def prune_conversations(
     confirm: Confirm,
     verbosity: int,
 ) -> None:
-    cutoff = timezone.now() - older_than
+    try:
+        cutoff = timezone.now() - older_than
+    except OverflowError:
+        raise CommandError("--older-than reaches before the year 1; use a shorter age.") from None
     selection = ConversationFilter(updated_before=cutoff)
     when = f"last updated before {cutoff.isoformat(timespec='seconds')}"
     planned = count_conversations(selection)

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from anvia_django.core.memory.types import MemoryConversation, MemoryConversationMessage
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Control characters shown as escapes, so stored chat content cannot
+    drive the operator's terminal (move the cursor, rewrite lines, set the
+    clipboard). Newlines and tabs stay."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def render_transcript(conversation: MemoryConversation) -> Iterator[str]:

@@ -26,6 +26,7 @@ from .maintenance import (
     ExportRecord,
     count_conversations,
     delete_matching_conversations,
+    erase_user_conversations,
     iter_export_records,
     resolve_conversation,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "clear_conversation",
     "count_conversations",
     "delete_matching_conversations",
+    "erase_user_conversations",
     "find_conversation",
     "get_conversation_with_messages",
     "iter_export_records",

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
-
-from django.db import transaction
 
 from anvia_django import signals
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
+
+from .notify import send_after_commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +59,11 @@ def delete_conversations(alias: str, rows: Sequence[ConversationRow]) -> Deletio
     failed_runs, _ = FailedRun.objects.using(alias).filter(conversation_id__in=ids).delete()
     conversations, _ = Conversation.objects.using(alias).filter(pk__in=ids).delete()
     for row in rows:
-        transaction.on_commit(
-            partial(
-                signals.conversation_cleared.send,
-                sender=Conversation,
-                session_id=row.session_id,
-                ref=row.ref,
-                user_id=row.user_id,
-                using=alias,
-            ),
+        send_after_commit(
+            signals.conversation_cleared,
             using=alias,
+            session_id=row.session_id,
+            ref=row.ref,
+            user_id=row.user_id,
         )
     return DeletionCounts(conversations, messages, failed_runs)

@@ -131,6 +131,18 @@ def delete_matching_conversations(
             on_batch(counts)
 
 
+def erase_user_conversations(
+    user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE, using: str | None = None
+) -> DeletionCounts:
+    """Delete every conversation of ``user_id`` in one transaction: an erasure
+    request is carried out whole or, on any failure, not at all."""
+    alias = write_alias(using)
+    with transaction.atomic(using=alias):
+        return delete_matching_conversations(
+            ConversationFilter(user_id=user_id), batch_size=batch_size, using=alias
+        )
+
+
 def iter_export_records(
     selection: ConversationFilter,
     *,

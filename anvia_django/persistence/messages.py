@@ -8,7 +8,6 @@ message and encode each message a second time.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
@@ -16,7 +15,6 @@ from typing import Any, cast
 from django.db import connections
 from django.db.models import Field
 
-from anvia_django.core.memory.types import Message
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import MemoryMessage
 
@@ -35,13 +33,14 @@ def insert_messages(
     roles: list[str],
     encoded: list[str],
     now: datetime,
-    unless_retry_of: list[Message] | None = None,
+    unless_retry_of: list[str] | None = None,
 ) -> bool:
     """Insert ``encoded`` (JSON text) at positions from ``first_position``.
 
-    With ``unless_retry_of`` (the decoded messages), first compare them with
-    the last ones stored for ``run_id`` and ``turn``: when they are equal the
-    append is a retry and this returns ``False``, and the caller must roll
+    With ``unless_retry_of`` (the messages' JSON text, normally ``encoded``),
+    first compare it with the text of the last messages stored for ``run_id``
+    and ``turn``: when they are equal the append is a retry and this returns
+    ``False``, and the caller must roll
     the transaction back (on PostgreSQL the rows went in by then: the
     comparison shares the INSERT's statement, saving a round trip).
     Must run while the conversation's row lock is held, so the comparison
@@ -90,23 +89,21 @@ def insert_messages(
     return True
 
 
-def _is_tail(
-    using: str, conversation_id: int, run_id: str, turn: int, messages: list[Message]
-) -> bool:
+def _is_tail(using: str, conversation_id: int, run_id: str, turn: int, messages: list[str]) -> bool:
     with connections[using].cursor() as cursor:
         cursor.execute(_tail_sql(using), [conversation_id, run_id, turn, len(messages)])
         return _stored_tail(cursor) == messages
 
 
-def _stored_tail(cursor: Any) -> list[Message]:
-    """The tail query's rows (newest first) decoded, in position order."""
-    stored = [_decoded(row[0]) for row in cursor.fetchall()]
+def _stored_tail(cursor: Any) -> list[str]:
+    """The tail query's rows (newest first) as JSON text, in position order.
+
+    Text, not decoded values: a retry must match exactly, and in Python
+    ``True == 1 == 1.0`` would call different messages equal.
+    """
+    stored = [row[0] for row in cursor.fetchall()]
     stored.reverse()
     return stored
-
-
-def _decoded(value: str) -> Any:
-    return json.loads(value)
 
 
 def _column(name: str) -> str:

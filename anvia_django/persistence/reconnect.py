@@ -46,7 +46,9 @@ def retry_if_connection_lost(function: Callable[P, T]) -> Callable[P, T]:
             # Django drops (and on leaving ``atomic`` even replaces) a
             # connection whose rollback failed; the same connection, still
             # usable, means a real error such as a lock timeout.
-            if connection.connection is before and before is not None and connection.is_usable():
+            # A connection this call opened itself cannot have been stale:
+            # its failure is a real one (lock timeout, deadlock) and is raised.
+            if before is None or (connection.connection is before and connection.is_usable()):
                 raise
             connection.close()
         return function(*args, **kwargs)

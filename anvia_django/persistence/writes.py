@@ -6,9 +6,7 @@ of its work or none of it. Signals go out only after the commit.
 
 from __future__ import annotations
 
-import traceback
 from datetime import datetime
-from functools import partial
 
 from django.db import transaction
 from django.db.models import F
@@ -16,7 +14,7 @@ from django.utils import timezone
 
 from anvia_django import signals
 from anvia_django.conf import app_settings
-from anvia_django.core.memory.errors import error_type_name
+from anvia_django.core.memory.errors import describe_error
 from anvia_django.core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -28,12 +26,14 @@ from anvia_django.core.memory.validation import (
     validate_context,
     validate_error_input,
 )
+from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .messages import insert_messages
+from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
@@ -70,24 +70,20 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
                 roles=[message["role"] for message in input.messages],
                 encoded=encoded,
                 now=now,
-                unless_retry_of=input.messages if could_be_retry else None,
+                unless_retry_of=encoded if could_be_retry else None,
             )
             if not written:
                 raise _AlreadyStored
-            transaction.on_commit(
-                partial(
-                    signals.messages_appended.send,
-                    sender=Conversation,
-                    session_id=context.session_id,
-                    ref=conversation.ref,
-                    user_id=conversation.user_id,
-                    run_id=input.run_id,
-                    turn=input.turn,
-                    first_position=conversation.first_position,
-                    messages=input.messages,
-                    using=alias,
-                ),
+            send_after_commit(
+                signals.messages_appended,
                 using=alias,
+                session_id=context.session_id,
+                ref=conversation.ref,
+                user_id=conversation.user_id,
+                run_id=input.run_id,
+                turn=input.turn,
+                first_position=conversation.first_position,
+                messages=input.messages,
             )
     except _AlreadyStored:
         return
@@ -117,18 +113,14 @@ def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Mes
         Conversation.objects.using(alias).filter(pk=conversation_id).update(
             message_count=F("message_count") - 1, updated_at=timezone.now()
         )
-        transaction.on_commit(
-            partial(
-                signals.message_popped.send,
-                sender=Conversation,
-                session_id=context.session_id,
-                ref=ref,
-                user_id=owner,
-                position=position,
-                message=message,
-                using=alias,
-            ),
+        send_after_commit(
+            signals.message_popped,
             using=alias,
+            session_id=context.session_id,
+            ref=ref,
+            user_id=owner,
+            position=position,
+            message=message,
         )
     return message
 
@@ -159,34 +151,29 @@ def clear_conversation(context: MemoryContext, *, using: str | None = None) -> D
 @retry_if_connection_lost
 def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
     """Keep a failed run's error and partial messages, outside the transcript."""
-    validate_error_input(input, app_settings.input_limits)
+    encoded = validate_error_input(input, app_settings.input_limits)
     alias = write_alias(using)
-    error = input.error
-    error_type = error_type_name(error)
+    error = describe_error(input.error)
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, now, reserve=0)
         FailedRun.objects.using(alias).create(
             conversation_id=conversation.id,
             run_id=input.run_id,
-            error_type=error_type[:255],
-            error_message=str(error),
-            traceback="".join(traceback.format_exception(error)),
-            messages=input.messages,
+            error_type=error.type,
+            error_message=error.message,
+            traceback=error.traceback,
+            messages=EncodedJSON(f"[{','.join(encoded)}]"),
             created_at=now,
         )
-        transaction.on_commit(
-            partial(
-                signals.run_failed.send,
-                sender=Conversation,
-                session_id=input.context.session_id,
-                ref=conversation.ref,
-                user_id=conversation.user_id,
-                run_id=input.run_id,
-                error_type=error_type,
-                using=alias,
-            ),
+        send_after_commit(
+            signals.run_failed,
             using=alias,
+            session_id=input.context.session_id,
+            ref=conversation.ref,
+            user_id=conversation.user_id,
+            run_id=input.run_id,
+            error_type=error.type,
         )
 
 

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import OperationalError, connection
+from django.db import connection
 from hypothesis import strategies as st
 
 from anvia_django.models import Conversation, MemoryMessage
@@ -67,27 +67,13 @@ def assert_gap_free(session_id: str) -> None:
     assert conversation.message_count == len(positions)
 
 
-def lose_connection_after_commit(real: Callable[..., None]) -> Callable[..., None]:
-    """An ``append_messages`` whose first call commits, then reports a lost connection."""
-    calls = {"n": 0}
+def kill_backend() -> None:
+    """End the test connection's PostgreSQL backend from another connection,
+    as a server restart or an idle timeout would."""
+    from django.db import connection, connections
 
-    def append(*args: Any, **kwargs: Any) -> None:
-        calls["n"] += 1
-        real(*args, **kwargs)
-        if calls["n"] == 1:
-            raise OperationalError("server closed the connection unexpectedly")
-
-    return append
-
-
-def lose_connection_before_commit(real: Callable[..., None]) -> Callable[..., None]:
-    """An ``append_messages`` whose first call fails before writing anything."""
-    calls = {"n": 0}
-
-    def append(*args: Any, **kwargs: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise OperationalError("server closed the connection unexpectedly")
-        real(*args, **kwargs)
-
-    return append
+    connection.ensure_connection()
+    assert connection.connection is not None
+    pid = connection.connection.info.backend_pid
+    with connections["other"].cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])

@@ -279,6 +279,19 @@ def test_an_operational_error_on_a_healthy_connection_is_not_retried() -> None:
     assert snapshot() == before
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_error_on_a_connection_the_call_opened_itself_is_not_retried() -> None:
+    # A fresh connection cannot have been stale, so its failure is a real one.
+    reset()
+    before = snapshot()
+    connection.close()
+    faults = StatementFaults(fail_at=2, error=OperationalError)
+    with connection.execute_wrapper(faults), pytest.raises(OperationalError):
+        run(STORE.append, append_input("busy", [user("c")], run_id="run-4", user_id="u"))
+    assert len(faults.statements) == 2
+    assert snapshot() == before
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_lost_in_the_middle_of_an_append_is_retried_once() -> None:

@@ -5,6 +5,9 @@ None of them shadows Python's built-in ``MemoryError``.
 
 from __future__ import annotations
 
+import traceback
+from dataclasses import dataclass
+
 
 class InvalidMemoryInputError(ValueError):
     """A store call was given input it cannot store as given.
@@ -24,6 +27,36 @@ class ConversationScopeError(PermissionError):
 
 class MemoryNotConfiguredError(RuntimeError):
     """A session was requested from an agent built without memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDescription:
+    """What a store keeps of a failed run's error: text every backend can store."""
+
+    type: str
+    message: str
+    traceback: str
+
+
+def describe_error(error: BaseException) -> ErrorDescription:
+    return ErrorDescription(
+        type=error_type_name(error)[:255],
+        message=storable_text(str(error)),
+        traceback=storable_text("".join(traceback.format_exception(error))),
+    )
+
+
+def storable_text(text: str) -> str:
+    """``text`` without U+0000 and lone surrogates, which PostgreSQL refuses.
+
+    Error text is diagnostic and comes from anywhere (a provider's reply, a
+    tool's output), so it is mended rather than refused: refusing would lose
+    the whole failed-run record.
+    """
+    text = text.replace("\x00", "\\x00")
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_type_name(error: BaseException) -> str:

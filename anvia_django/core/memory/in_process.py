@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .errors import ConversationScopeError, InvalidMemoryInputError, error_type_name
+from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
 from .types import (
     JsonObject,
     MemoryAppendInput,
@@ -129,7 +128,7 @@ class InProcessMemoryStore:
 
     async def record_error(self, input: MemoryErrorInput) -> None:
         encoded = validate_error_input(input, self.limits)
-        error = input.error
+        error = describe_error(input.error)
         with self._lock:
             now = self._now()
             # Like the Django store, a failed first run creates the
@@ -139,9 +138,9 @@ class InProcessMemoryStore:
             conversation.failed_runs.append(
                 FailedRunRecord(
                     run_id=input.run_id,
-                    error_type=error_type_name(error),
-                    error_message=str(error),
-                    traceback="".join(traceback.format_exception(error)),
+                    error_type=error.type,
+                    error_message=error.message,
+                    traceback=error.traceback,
                     messages=[json.loads(e) for e in encoded],
                     created_at=now,
                 )
@@ -196,8 +195,8 @@ class InProcessMemoryStore:
         same = [r for r in conversation.rows if r.run_id == input.run_id and r.turn == input.turn]
         if len(same) < len(encoded):
             return False
-        stored = [json.loads(r.encoded) for r in same[-len(encoded) :]]
-        return stored == input.messages
+        # The JSON text, as the Django store compares: True == 1 in Python.
+        return [r.encoded for r in same[-len(encoded) :]] == encoded
 
     def _summary(self, conversation: _Conversation) -> MemoryConversationSummary:
         return MemoryConversationSummary(

@@ -19,6 +19,8 @@ from .types import MemoryAppendInput, MemoryContext, MemoryErrorInput, Message
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+TURN_MAX = 2**31 - 1
+"""The largest turn every backend's integer column holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +79,10 @@ def validate_append(input: MemoryAppendInput, limits: InputLimits = DEFAULT_LIMI
         raise InvalidMemoryInputError(
             f"must be an int, not {type(input.turn).__name__}", path="turn"
         )
-    if not 1 <= input.turn <= INT64_MAX:
-        raise InvalidMemoryInputError("must be a positive integer (turns are 1-based)", path="turn")
+    if not 1 <= input.turn <= TURN_MAX:
+        raise InvalidMemoryInputError(
+            f"must be a positive integer up to {TURN_MAX} (turns are 1-based)", path="turn"
+        )
     return validate_messages(input.messages, limits)
 
 
