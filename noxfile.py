@@ -38,8 +38,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python="3.12")
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
-    session.run("mypy", "anvia_django", "tests", "example_project", "scripts")
+    session.install("-e", ".[dev,bench]")
+    session.run("mypy", "anvia_django", "tests", "example_project", "scripts", "benchmarks")
 
 
 @nox.session(python="3.12")
