@@ -235,3 +235,20 @@ def test_record_error_keeps_error_text_no_backend_could_store_as_is() -> None:
     failed = FailedRun.objects.get()
     assert failed.error_message == "bad byte \\x00 and \\ud800 here"
     assert "\x00" not in failed.traceback
+
+
+def test_a_writer_with_an_older_clock_reading_never_moves_time_back(monkeypatch) -> None:
+    # As when a writer reads the clock, then queues on the row lock behind a later one.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    store = DjangoMemoryStore()
+    run(store.append, append_input("s1", [user("first")]))
+    first = Conversation.objects.get().updated_at
+    earlier = timezone.now() - timedelta(seconds=10)
+    monkeypatch.setattr("anvia_django.persistence.writes.timezone.now", lambda: earlier)
+    run(store.append, append_input("s1", [assistant("second")], turn=2))
+    assert Conversation.objects.get().updated_at == first
+    stamps = list(MemoryMessage.objects.order_by("position").values_list("created_at", flat=True))
+    assert stamps == sorted(stamps)

@@ -18,6 +18,8 @@ from django.db.models import F
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.models import Conversation, new_ref
 
+from . import statements
+
 
 @dataclass(frozen=True, slots=True)
 class LockedConversation:
@@ -26,6 +28,10 @@ class LockedConversation:
     user_id: str | None
     first_position: int
     """The position of the first of the reserved messages."""
+    updated_at: datetime
+    """The conversation's new ``updated_at``: never earlier than the one before,
+    so the messages written under this lock are stamped in position order even
+    when this writer read the clock before another's commit."""
 
 
 def lock_conversation(
@@ -75,11 +81,11 @@ def _upsert(
         stamp,
         reserve,
     ]
-    sql = _upsert_sql(using)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        conversation_id, ref, owner, count = cursor.fetchone()
-    return LockedConversation(conversation_id, ref, owner, count - reserve)
+    spec = statements.columns(using, Conversation, _RETURNED)
+    ((conversation_id, ref, owner, count, updated_at),) = statements.fetch(
+        using, _upsert_sql(using), params, spec
+    )
+    return LockedConversation(conversation_id, ref, owner, count - reserve, updated_at)
 
 
 def _select_for_update(
@@ -107,11 +113,15 @@ def _select_for_update(
         except IntegrityError:
             # Another writer created it first; its commit released the row.
             row = conversations.select_for_update().get(session_id=session_id)
-    changes: dict[str, object] = {"updated_at": now, "message_count": F("message_count") + reserve}
+    updated_at = max(now, row.updated_at)
+    changes: dict[str, object] = {
+        "updated_at": updated_at,
+        "message_count": F("message_count") + reserve,
+    }
     if metadata is not None:
         changes["metadata"] = metadata
     conversations.filter(pk=row.pk).update(**changes)
-    return LockedConversation(row.pk, row.ref, row.user_id, row.message_count)
+    return LockedConversation(row.pk, row.ref, row.user_id, row.message_count, updated_at)
 
 
 def lock_existing_conversation(using: str, session_id: str) -> tuple[int, str, str | None] | None:
@@ -129,6 +139,9 @@ def lock_existing_conversation(using: str, session_id: str) -> tuple[int, str, s
     )
 
 
+_RETURNED = ("id", "ref", "user_id", "message_count", "updated_at")
+
+
 @lru_cache(maxsize=16)
 def _upsert_sql(using: str) -> str:
     quote = connections[using].ops.quote_name
@@ -140,11 +153,14 @@ def _upsert_sql(using: str) -> str:
         f"{columns['metadata']}, {columns['created_at']}, {columns['updated_at']}, "
         f"{columns['message_count']}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
         f"ON CONFLICT ({columns['session_id']}) DO UPDATE SET "
-        f"{columns['updated_at']} = EXCLUDED.{columns['updated_at']}, "
+        # Never backwards: a writer that read the clock, then queued on the
+        # lock behind a later one, must not move the conversation back in time.
+        f"{columns['updated_at']} = CASE WHEN EXCLUDED.{columns['updated_at']} > "
+        f"{table}.{columns['updated_at']} THEN EXCLUDED.{columns['updated_at']} "
+        f"ELSE {table}.{columns['updated_at']} END, "
         f"{columns['message_count']} = {table}.{columns['message_count']} "
         f"+ EXCLUDED.{columns['message_count']}, "
         f"{columns['metadata']} = COALESCE(EXCLUDED.{columns['metadata']}, "
         f"{table}.{columns['metadata']}) "
-        f"RETURNING {columns['id']}, {columns['ref']}, {columns['user_id']}, "
-        f"{columns['message_count']}"
+        f"RETURNING {', '.join(columns[name] for name in _RETURNED)}"
     )

@@ -69,7 +69,7 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
                 turn=input.turn,
                 roles=[message["role"] for message in input.messages],
                 encoded=encoded,
-                now=now,
+                now=conversation.updated_at,
                 unless_retry_of=encoded if could_be_retry else None,
             )
             if not written:
@@ -164,7 +164,7 @@ def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> N
             error_message=error.message,
             traceback=error.traceback,
             messages=EncodedJSON(f"[{','.join(encoded)}]"),
-            created_at=now,
+            created_at=conversation.updated_at,
         )
         send_after_commit(
             signals.run_failed,
