@@ -287,3 +287,26 @@ def test_failed_runs_on_the_transcript_need_their_own_view_permission(
     staff.user_permissions.add(Permission.objects.get(codename="view_failedrun"))
     client.force_login(User.objects.get(pk=staff.pk))
     assert b"model down" in client.get(urls(conversation)["conversation"]).content
+
+
+@pytest.mark.postgres
+def test_unfiltered_lists_of_huge_tables_use_the_planner_estimate(
+    conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from anvia_django.admin import counting
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {MemoryMessage._meta.db_table}")
+    monkeypatch.setattr(counting, "ESTIMATE_ABOVE", -1)
+    client = viewer()
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(urls(conversation)["messages"]).status_code == 200
+    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    assert not any(MemoryMessage._meta.db_table in sql for sql in counts)
+    # A search is filtered, so it is counted exactly.
+    with CaptureQueriesContext(connection) as queries:
+        client.get(urls(conversation)["messages"], {"q": "run-1"})
+    assert any("COUNT(" in q["sql"].upper() for q in queries)

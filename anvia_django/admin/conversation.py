@@ -13,6 +13,7 @@ from anvia_django.conf import app_settings
 from anvia_django.models import Conversation
 from anvia_django.persistence import list_failed_runs, list_message_page
 
+from .counting import EstimatedCountPaginator
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
 from .transcript import json_text, transcript_entries
@@ -32,6 +33,7 @@ class ConversationAdmin(ReadOnlyAdminMixin):
     ordering = ("-updated_at", "-id")
     # The stored message_count, no COUNT per row; no COUNT(*) of the table.
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     list_per_page = 50
     fields = (
         "session_id",

@@ -8,6 +8,7 @@ from django.utils.safestring import SafeString
 
 from anvia_django.models import FailedRun, MemoryMessage
 
+from .counting import EstimatedCountPaginator
 from .mixins import ReadOnlyAdminMixin, pretty_json
 
 
@@ -19,6 +20,7 @@ class MemoryMessageAdmin(ReadOnlyAdminMixin):
     # Served by the (conversation, position) constraint's index.
     ordering = ("conversation_id", "position")
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     fields = ("conversation", "position", "role", "run_id", "turn", "created_at", "message_json")
     readonly_fields = fields
 
@@ -34,6 +36,7 @@ class FailedRunAdmin(ReadOnlyAdminMixin):
     search_help_text = "Exact run id or session id, or part of the error type."
     ordering = ("-created_at", "-id")
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     fields = (
         "conversation",
         "run_id",
