@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+from anvia_django.core.memory.validation import dumps
+
 
 class EncodedJSON(str):
     """JSON text already produced (and validated) by the caller, stored as is."""
 
     __slots__ = ()
-
-
-def encode(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 if TYPE_CHECKING:
@@ -51,7 +49,7 @@ class ExactJSONField(_TextField):
             return None
         if isinstance(value, EncodedJSON):
             return str(value)
-        return encode(value)
+        return dumps(value)
 
     def value_to_string(self, obj: models.Model) -> str:
-        return encode(self.value_from_object(obj))
+        return dumps(self.value_from_object(obj))

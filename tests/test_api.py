@@ -238,3 +238,10 @@ def test_writes_are_405(staff: APIClient, conversation: Conversation, method: st
         response = getattr(staff, method)(url, {}, format="json")
         assert response.status_code == 405, (method, url)
     assert Conversation.objects.get().message_count == 2
+
+
+@pytest.mark.parametrize("bad", ["", "a\x00b", "u" * 256])
+def test_a_user_id_no_store_could_hold_is_a_400_naming_it(staff: APIClient, bad: str) -> None:
+    response = staff.get(LIST_URL, {"userId": bad})
+    assert response.status_code == 400
+    assert "userId" in response.json()

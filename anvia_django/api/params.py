@@ -10,7 +10,9 @@ import re
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
+from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.persistence import validate_after, validate_limit
 
 # Bounded, so a thousand-digit "number" is refused before int() parses it.
@@ -40,7 +42,14 @@ def after_param(request: Request) -> int | None:
 
 
 def user_id_param(request: Request) -> str | None:
-    return request.query_params.get("userId")
+    raw = request.query_params.get("userId")
+    if raw is None:
+        return None
+    try:
+        validate_identifier(raw, "userId", app_settings.input_limits, optional=False)
+    except InvalidMemoryInputError as error:
+        raise _invalid("userId", str(error)) from None
+    return raw
 
 
 def _integer(raw: str, name: str, requirement: str) -> int:

@@ -17,12 +17,15 @@ from typing import Any
 from django.db import connections
 from django.db.models import Q, QuerySet
 
+from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import (
+    FailedRunRecord,
     MemoryConversation,
     MemoryConversationMessage,
     MemoryConversationSummary,
 )
+from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import read_alias
@@ -30,7 +33,6 @@ from .rows import (
     FAILED_RUN_FIELDS,
     MESSAGE_FIELDS,
     SUMMARY_FIELDS,
-    FailedRunRecord,
     as_utc,
     failed_run_from_row,
     message_from_row,
@@ -115,6 +117,8 @@ def list_conversation_page(
     scan sees every conversation that was not updated during it exactly once.
     """
     validate_limit(limit)
+    # Also keeps text no backend can compare (U+0000 on PostgreSQL) out of the query.
+    validate_identifier(user_id, "user_id", app_settings.input_limits, optional=True)
     alias = read_alias(using)
     if supported(alias):
         rows = _conversation_rows(alias, limit, user_id, after)

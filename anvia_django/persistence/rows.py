@@ -6,14 +6,13 @@ construction, and exactly the columns a caller shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from anvia_django.core.memory.types import (
+    FailedRunRecord,
     MemoryConversationMessage,
     MemoryConversationSummary,
-    Message,
 )
 
 SUMMARY_FIELDS = (
@@ -34,16 +33,6 @@ FAILED_RUN_FIELDS = (
     "messages",
     "created_at",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class FailedRunRecord:
-    run_id: str
-    error_type: str
-    error_message: str
-    traceback: str
-    messages: list[Message]
-    created_at: datetime
 
 
 def summary_from_row(row: tuple[Any, ...]) -> MemoryConversationSummary:

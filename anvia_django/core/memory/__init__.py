@@ -1,11 +1,12 @@
 """The Anvia memory contract (``@anvia/core/memory`` in Python). No Django needed."""
 
 from .errors import ConversationScopeError, InvalidMemoryInputError, MemoryNotConfiguredError
-from .in_process import FailedRunRecord, InProcessMemoryInspector, InProcessMemoryStore
+from .in_process import InProcessMemoryInspector, InProcessMemoryStore
 from .options import resolve_memory_options
 from .types import (
     SAVE_POLICIES,
     ErrorRecordingMemoryStore,
+    FailedRunRecord,
     JsonObject,
     MemoryAppendInput,
     MemoryContext,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
 from .types import (
+    FailedRunRecord,
     JsonObject,
     MemoryAppendInput,
     MemoryContext,
@@ -43,18 +44,6 @@ class _Row:
     created_at: datetime
     encoded: str
     """The message as compact JSON: every read decodes a fresh copy."""
-
-
-@dataclass(frozen=True, slots=True)
-class FailedRunRecord:
-    """What ``record_error`` kept about one failed run."""
-
-    run_id: str
-    error_type: str
-    error_message: str
-    traceback: str
-    messages: list[Message]
-    created_at: datetime
 
 
 @dataclass(slots=True)

@@ -96,6 +96,18 @@ class MemoryConversation(MemoryConversationSummary):
 
 
 @dataclass(frozen=True, slots=True)
+class FailedRunRecord:
+    """What a store's ``record_error`` kept about one failed run."""
+
+    run_id: str
+    error_type: str
+    error_message: str
+    traceback: str
+    messages: list[Message]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryOptions:
     save_policy: MemorySavePolicy | None = None
 

@@ -129,7 +129,7 @@ def validate_message(message: object, path: str, limits: InputLimits = DEFAULT_L
 def encode_json(value: Message, path: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
     """Check ``value`` round-trips through JSON unchanged, and encode it."""
     _check_tree(value, path, limits.max_depth)
-    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    encoded = dumps(value)
     limit = limits.max_message_bytes
     if limit is not None and len(encoded) * 4 > limit:
         size = len(encoded.encode("utf-8"))
@@ -138,6 +138,12 @@ def encode_json(value: Message, path: str, limits: InputLimits = DEFAULT_LIMITS)
                 f"is {size} bytes as JSON; the maximum is {limit}", path=path
             )
     return encoded
+
+
+def dumps(value: Any) -> str:
+    """The one JSON encoding stores write: compact UTF-8, no NaN. Retries are
+    recognised by comparing this text, so every writer must use it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _check_tree(root: Any, root_path: str, max_depth: int) -> None:
