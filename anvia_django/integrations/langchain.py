@@ -18,7 +18,18 @@ into the same session) are read with LangChain's ``convert_to_messages``.
 
 Each ``add_messages`` call is one atomic append with run id
 ``"langchain-<hex>"`` and turn 1 (see :mod:`anvia_django.integrations.batches`).
-The sync methods are for sync code; in async code use the ``a``-prefixed ones.
+``messages`` can be read from sync and async code alike (inside a running event
+loop it reads in a fresh thread, see :mod:`anvia_django.integrations.offloop`);
+to write from async code use the ``a``-prefixed methods.
+
+Per-user conversation ids (``RunnableWithMessageHistory`` with
+``history_factory_config``)::
+
+    RunnableWithMessageHistory(
+        chain,
+        DjangoChatMessageHistory.for_user_conversation,
+        history_factory_config=user_conversation_fields(),
+    )
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import SynchronousOnlyOperation
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
     BaseMessage,
@@ -34,6 +46,7 @@ from langchain_core.messages import (
     message_to_dict,
     messages_from_dict,
 )
+from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from anvia_django.conf import ID_MAX_LENGTH, app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -42,6 +55,9 @@ from anvia_django.core.memory.validation import validate_context
 from anvia_django.persistence import clear_conversation, load_messages
 
 from .batches import append_batch
+from .keys import user_conversation_session_id
+from .offloop import in_event_loop_thread, read_off_the_loop
+from .settle import write_to_completion
 
 SOURCE = "langchain"
 LANGCHAIN_KEY = "langchain"
@@ -102,7 +118,8 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
 
     ``user_id`` scopes the history to its owner (another user's session
     raises ``ConversationScopeError``); ``metadata`` is stored on the
-    conversation; ``using`` picks a database alias.
+    conversation; ``using`` picks a database alias. To key histories by
+    (user, conversation) use :meth:`for_user_conversation`.
     """
 
     def __init__(
@@ -121,6 +138,26 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         self.using = using
         self._context = context
 
+    @classmethod
+    def for_user_conversation(
+        cls,
+        user_id: str,
+        conversation_id: str,
+        *,
+        metadata: JsonObject | None = None,
+        using: str | None = None,
+    ) -> DjangoChatMessageHistory:
+        """The history of ``user_id``'s conversation ``conversation_id``.
+
+        Conversation ids need only be unique per user: the session id is
+        :func:`~anvia_django.integrations.keys.user_conversation_session_id`,
+        and the conversation is owned by ``user_id``. The parameter names
+        match :func:`user_conversation_fields`, so this classmethod can be
+        ``RunnableWithMessageHistory``'s ``get_session_history``.
+        """
+        session_id = user_conversation_session_id(user_id, conversation_id)
+        return cls(session_id, user_id=user_id, metadata=metadata, using=using)
+
     def __repr__(self) -> str:
         return (
             f"DjangoChatMessageHistory(session_id={self.session_id!r}, "
@@ -129,8 +166,11 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """The history, oldest first."""
-        return [stored_to_message(m) for m in load_messages(self._context, using=self.using)]
+        """The history, oldest first. Readable inside async code too (in a
+        fresh thread, which sees committed data only); ``aget_messages``
+        does not block the event loop."""
+        stored = read_off_the_loop(load_messages, self._context, using=self.using)
+        return [stored_to_message(m) for m in stored]
 
     async def aget_messages(self) -> list[BaseMessage]:
         stored = await sync_to_async(load_messages)(self._context, using=self.using)
@@ -138,6 +178,7 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` in one transaction: all of them or none."""
+        _refuse_sync_write_in_async_code("add_messages", "aadd_messages")
         stored = self._to_stored(messages)
         if stored:
             append_batch(self._context, SOURCE, stored, using=self.using)
@@ -145,15 +186,47 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         stored = self._to_stored(messages)
         if stored:
-            await sync_to_async(append_batch)(self._context, SOURCE, stored, using=self.using)
+            await write_to_completion(append_batch, self._context, SOURCE, stored, using=self.using)
 
     def clear(self) -> None:
         """Delete the session's conversation and everything in it."""
+        _refuse_sync_write_in_async_code("clear", "aclear")
         clear_conversation(self._context, using=self.using)
 
     async def aclear(self) -> None:
-        await sync_to_async(clear_conversation)(self._context, using=self.using)
+        await write_to_completion(clear_conversation, self._context, using=self.using)
 
     @staticmethod
     def _to_stored(messages: Sequence[BaseMessage]) -> list[Message]:
         return [message_to_stored(m, f"messages[{i}]") for i, m in enumerate(messages)]
+
+
+def _refuse_sync_write_in_async_code(method: str, async_method: str) -> None:
+    # Django would refuse too, less helpfully; offloop explains why writes
+    # are not moved to another thread as reads are.
+    if in_event_loop_thread():
+        raise SynchronousOnlyOperation(
+            f"DjangoChatMessageHistory.{method}() writes to the database and cannot run "
+            f"inside an event loop; use 'await history.{async_method}(...)'."
+        )
+
+
+def user_conversation_fields() -> list[ConfigurableFieldSpec]:
+    """``history_factory_config`` for :meth:`DjangoChatMessageHistory.for_user_conversation`:
+    callers pass ``{"configurable": {"user_id": ..., "conversation_id": ...}}``."""
+    return [
+        ConfigurableFieldSpec(
+            id="user_id",
+            annotation=str,
+            name="User ID",
+            description="The user who owns the conversation.",
+            is_shared=True,
+        ),
+        ConfigurableFieldSpec(
+            id="conversation_id",
+            annotation=str,
+            name="Conversation ID",
+            description="The conversation, unique among the user's conversations.",
+            is_shared=True,
+        ),
+    ]

@@ -15,6 +15,10 @@ and unwrapped on the way out: what goes in comes out equal.
 
 Each ``add_items`` call is one atomic append with run id
 ``"openai-agents-<hex>"`` and turn 1 (see :mod:`anvia_django.integrations.batches`).
+``session_settings`` is read with the SDK's own coercion, so it accepts and
+refuses exactly what ``SQLiteSession`` does, and defaults to ``SessionSettings()``.
+A cancelled ``add_items`` / ``pop_item`` / ``clear_session`` returns only once
+its write has committed or rolled back (:mod:`anvia_django.integrations.settle`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from anvia_django.persistence import (
 )
 
 from .batches import append_batch
+from .settle import write_to_completion
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -75,10 +80,14 @@ class DjangoSession:
     to its owner (another user's session raises ``ConversationScopeError``);
     ``metadata`` is stored on the conversation; ``using`` picks a database
     alias; ``session_settings.limit`` is the default for :meth:`get_items`.
+    ``session_settings`` may be a ``SessionSettings`` or a dict of its fields;
+    unknown fields raise ``TypeError`` and ill-typed values pydantic's
+    ``ValidationError`` (a ``ValueError``), as in the SDK's own sessions. A
+    negative limit raises ``InvalidMemoryInputError``.
     """
 
     session_id: str
-    session_settings: SessionSettings | None
+    session_settings: SessionSettings
 
     def __init__(
         self,
@@ -106,7 +115,7 @@ class DjangoSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history in order; only the newest ``limit`` items when given
         (else ``session_settings.limit``). ``limit=0`` gives ``[]``."""
-        if limit is None and self.session_settings is not None:
+        if limit is None:
             limit = self.session_settings.limit
         messages = await sync_to_async(self._load)(limit)
         return [message_to_item(message) for message in messages]
@@ -115,16 +124,18 @@ class DjangoSession:
         """Append ``items`` in one transaction: all of them or none."""
         messages = [item_to_message(item, f"items[{i}]") for i, item in enumerate(items)]
         if messages:
-            await sync_to_async(append_batch)(self._context, SOURCE, messages, using=self.using)
+            await write_to_completion(
+                append_batch, self._context, SOURCE, messages, using=self.using
+            )
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; ``None`` when the session is empty."""
-        message = await sync_to_async(pop_last_message)(self._context, using=self.using)
+        message = await write_to_completion(pop_last_message, self._context, using=self.using)
         return None if message is None else message_to_item(message)
 
     async def clear_session(self) -> None:
         """Delete the session's conversation and everything in it."""
-        await sync_to_async(clear_conversation)(self._context, using=self.using)
+        await write_to_completion(clear_conversation, self._context, using=self.using)
 
     def _load(self, limit: int | None) -> list[Message]:
         if limit is None:
@@ -132,9 +143,14 @@ class DjangoSession:
         return load_latest_messages(self._context, limit, using=self.using)
 
 
-def _coerce_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings | None:
-    if isinstance(value, dict):
-        from agents.memory.session_settings import SessionSettings
+def _coerce_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings:
+    """``value`` as the SDK's sessions read it, plus our refusal of negative limits
+    (the SDK's SQLite session would read "no limit", its others differ)."""
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
-        return SessionSettings(**value)
-    return value
+    settings = SessionSettings() if value is None else coerce_session_settings(value)
+    if settings.limit is not None and settings.limit < 0:
+        raise InvalidMemoryInputError(
+            "must be None or a non-negative integer", path="session_settings.limit"
+        )
+    return settings
