@@ -16,14 +16,14 @@ from tests.helpers import run
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, SQLiteSession  # noqa: E402
-from agents.items import TResponseInputItem  # noqa: E402
-from agents.memory import SessionSettings  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message  # noqa: E402
+from agents import Agent, RunConfig, SQLiteSession
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+from agents.testing import ScriptedModel, assistant_message
 
-from anvia_django.integrations.openai_agents import DjangoSession  # noqa: E402
+from anvia_django.integrations.openai_agents import DjangoSession
 
-from .agents_runner import RUNNER_METHODS, drive  # noqa: E402
+from .agents_runner import RUNNER_METHODS, drive
 
 pytestmark = pytest.mark.django_db
 
