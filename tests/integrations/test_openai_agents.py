@@ -1,12 +1,15 @@
 """DjangoSession against the behaviour of the Agents SDK's own session tests
 (tests/memory/test_session.py, tests/extensions/memory/test_sqlalchemy_session.py),
-on SQLite and PostgreSQL, plus a Runner loop with a fake model."""
+on SQLite and PostgreSQL. The Runner tests are in test_openai_agents_runner.py,
+the session_settings ones in test_openai_agents_settings.py."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
-from collections.abc import AsyncIterator
+import threading
+import uuid
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -32,16 +35,9 @@ from .common import (
 
 agents = pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
-from agents.items import ModelResponse, TResponseInputItem  # noqa: E402
+from agents import SQLiteSession  # noqa: E402
+from agents.items import TResponseInputItem  # noqa: E402
 from agents.memory import Session, SessionSettings  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import (  # noqa: E402
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from anvia_django.integrations.openai_agents import (  # noqa: E402
     ITEM_KEY,
@@ -112,7 +108,7 @@ def test_implements_the_session_protocol_with_its_signatures() -> None:
         ]
         assert inspect.iscoroutinefunction(getattr(session, name))
     assert session.session_id == "s1"
-    assert session.session_settings is None
+    assert session.session_settings == SessionSettings()
 
 
 def test_bad_session_ids_are_refused_at_construction() -> None:
@@ -410,97 +406,100 @@ def test_conversations_show_in_the_inspector() -> None:
     assert {m.turn for m in conversation.messages} == {1}
 
 
-# --- the Runner loop with a fake model --------------------------------------------
+# --- the SDK's own SQLiteSession as the reference -------------------------------------
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(st.sampled_from(["a", "b", "call", "out"]), max_size=4)),
+        st.tuples(st.just("get"), st.none() | st.integers(min_value=0, max_value=8)),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("clear"), st.none()),
+    ),
+    max_size=12,
+)
+ITEMS = {
+    "a": text("user", "a"),
+    "b": output_message("b", "b"),
+    "call": FUNCTION_CALL,
+    "out": FUNCTION_OUTPUT,
+}
 
 
-class ScriptedFakeModel(Model):
-    """Returns canned outputs in order and records the input of every call."""
-
-    def __init__(self, outputs: list[list[Any]]) -> None:
-        self.outputs = list(outputs)
-        self.inputs: list[list[Any]] = []
-
-    async def get_response(
-        self,
-        system_instructions,
-        input,
-        model_settings,
-        tools,
-        output_schema,
-        handoffs,
-        tracing,
-        **kwargs: Any,
-    ) -> ModelResponse:
-        self.inputs.append(json.loads(json.dumps(input)))
-        return ModelResponse(output=self.outputs.pop(0), usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("these tests do not stream")
-
-
-def reply(value: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id=f"msg_{len(value)}",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=value, annotations=[])],
-    )
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(operations, st.none() | st.integers(min_value=0, max_value=5))
+def test_every_operation_answers_as_the_sdks_sqlite_session(
+    steps: list[tuple[str, Any]], default_limit: int | None
+) -> None:
+    settings_ = SessionSettings(limit=default_limit)
+    ours = DjangoSession(f"ref-{uuid.uuid4().hex}", session_settings=settings_)
+    theirs = SQLiteSession("reference", session_settings=settings_)
+    try:
+        for operation, argument in steps:
+            if operation == "add":
+                batch = [ITEMS[name] for name in argument]
+                results = run(ours.add_items, batch), run(theirs.add_items, batch)
+            elif operation == "get":
+                results = run(ours.get_items, argument), run(theirs.get_items, argument)
+            elif operation == "pop":
+                results = run(ours.pop_item), run(theirs.pop_item)
+            else:
+                results = run(ours.clear_session), run(theirs.clear_session)
+            assert results[0] == results[1], operation
+        assert run(ours.get_items, None) == run(theirs.get_items, None)
+    finally:
+        theirs.close()
 
 
-@function_tool
-def lookup_order(order_id: int) -> str:
-    """Look up an order."""
-    return json.dumps({"order_id": order_id, "shipped": True})
+# --- a cancelled write returns once its outcome is known --------------------------------
 
 
-def test_runner_remembers_the_conversation_across_runs() -> None:
-    model = ScriptedFakeModel(
-        [
-            [
-                ResponseFunctionToolCall(
-                    id="fc_1",
-                    type="function_call",
-                    call_id="call_1",
-                    name="lookup_order",
-                    arguments='{"order_id": 42}',
-                )
-            ],
-            [reply("Order 42 has shipped.")],
-            [reply("You asked about order 42.")],
-        ]
-    )
-    agent = Agent(name="support", model=model, tools=[lookup_order])
-    config = RunConfig(tracing_disabled=True)
-    session = DjangoSession("runner", user_id="u1")
+@pytest.mark.parametrize("operation", ["add_items", "pop_item", "clear_session"])
+def test_a_cancelled_write_finishes_before_the_cancellation_propagates(
+    operation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = DjangoSession("cancelled")
+    if operation != "add_items":
+        run(session.add_items, [text("user", "kept?")])
+    target = {
+        "add_items": APPEND,
+        "pop_item": "anvia_django.integrations.openai_agents.pop_last_message",
+        "clear_session": "anvia_django.integrations.openai_agents.clear_conversation",
+    }[operation]
+    real = _resolve(target)
+    written, release = threading.Event(), threading.Event()
 
-    first = run(Runner.run, agent, "Where is order 42?", session=session, run_config=config)
-    assert first.final_output == "Order 42 has shipped."
-    second = run(Runner.run, agent, "What did I ask?", session=session, run_config=config)
-    assert second.final_output == "You asked about order 42."
+    def write_then_wait(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        written.set()
+        assert release.wait(10)
+        return result
 
-    history = run(session.get_items)
-    # The third model call saw the whole first run from the database, then the new question.
-    assert model.inputs[2] == [*history[:-1]]
-    assert [row[3] for row in stored_rows("runner")] == [
-        "user",
-        "function_call",
-        "function_call_output",
-        "assistant",
-        "user",
-        "assistant",
-    ]
-    assert cast(dict[str, Any], history[2])["output"] == '{"order_id": 42, "shipped": true}'
-    assert_gap_free("runner")
+    monkeypatch.setattr(target, write_then_wait)
+    args = ([text("user", "once")],) if operation == "add_items" else ()
+
+    async def cancel_mid_write() -> bool:
+        task = asyncio.ensure_future(getattr(session, operation)(*args))
+        assert await asyncio.to_thread(written.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        still_waiting = not task.done()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return still_waiting
+
+    assert run(cancel_mid_write) is True
+    monkeypatch.undo()
+    expected = [text("user", "once")] if operation == "add_items" else []
+    assert run(session.get_items) == expected
 
 
-def test_runner_sessions_are_isolated() -> None:
-    model = ScriptedFakeModel([[reply("I like cats.")], [reply("I like dogs.")], [reply("Cats.")]])
-    agent = Agent(name="test", model=model)
-    config = RunConfig(tracing_disabled=True)
-    cats, dogs = DjangoSession("cats"), DjangoSession("dogs")
-    run(Runner.run, agent, "I like cats.", session=cats, run_config=config)
-    run(Runner.run, agent, "I like dogs.", session=dogs, run_config=config)
-    run(Runner.run, agent, "What do I like?", session=cats, run_config=config)
-    assert "dogs" not in json.dumps(model.inputs[2])
-    assert "I like cats." in json.dumps(model.inputs[2])
+def _resolve(dotted: str) -> Any:
+    module, _, name = dotted.rpartition(".")
+    return getattr(__import__(module, fromlist=[name]), name)
