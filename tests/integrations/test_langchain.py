@@ -5,12 +5,10 @@ chat model."""
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,11 +53,11 @@ from anvia_django.integrations.langchain import (
     stored_to_message,
 )
 
+from .langchain_support import IGNORE_DEPRECATION, WorkerThreadHistory
+
 pytestmark = pytest.mark.django_db
 
 APPEND = "anvia_django.integrations.batches.append_messages"
-# langchain-core >= 1.3.3 deprecates RunnableWithMessageHistory (for LangGraph).
-DEPRECATION = "langchain_core._api.deprecation.LangChainDeprecationWarning"
 
 TOOL_EXCHANGE: list[BaseMessage] = [
     SystemMessage("You track orders."),
@@ -335,23 +333,9 @@ def test_conversations_show_in_the_inspector() -> None:
 # --- RunnableWithMessageHistory with a fake chat model --------------------------
 
 
-class WorkerThreadHistory(DjangoChatMessageHistory):
-    """What docs/integrations.md recommends for sync ``invoke``: LangChain loads
-    history in a short-lived executor thread, which must close the database
-    connection it opened."""
-
-    @property
-    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        try:
-            return super().messages
-        finally:
-            if threading.current_thread() is not threading.main_thread():
-                connection.close()
-
-
 # Sync invoke loads history in a worker thread, with its own database
 # connection that sees committed data only: this test commits for real.
-@pytest.mark.filterwarnings(f"ignore:RunnableWithMessageHistory is deprecated:{DEPRECATION}")
+@pytest.mark.filterwarnings(IGNORE_DEPRECATION)
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_runnable_with_message_history_remembers(mode: str) -> None:
