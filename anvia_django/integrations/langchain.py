@@ -139,24 +139,18 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         self._context = context
 
     @classmethod
-    def for_user_conversation(
-        cls,
-        user_id: str,
-        conversation_id: str,
-        *,
-        metadata: JsonObject | None = None,
-        using: str | None = None,
-    ) -> DjangoChatMessageHistory:
+    def for_user_conversation(cls, user_id: str, conversation_id: str) -> DjangoChatMessageHistory:
         """The history of ``user_id``'s conversation ``conversation_id``.
 
         Conversation ids need only be unique per user: the session id is
         :func:`~anvia_django.integrations.keys.user_conversation_session_id`,
-        and the conversation is owned by ``user_id``. The parameter names
-        match :func:`user_conversation_fields`, so this classmethod can be
-        ``RunnableWithMessageHistory``'s ``get_session_history``.
+        and the conversation is owned by ``user_id``. The parameters are
+        exactly the ids of :func:`user_conversation_fields`, as
+        ``RunnableWithMessageHistory`` requires of ``get_session_history``
+        (for ``metadata`` or ``using``, call the constructor with
+        ``user_conversation_session_id(user_id, conversation_id)``).
         """
-        session_id = user_conversation_session_id(user_id, conversation_id)
-        return cls(session_id, user_id=user_id, metadata=metadata, using=using)
+        return cls(user_conversation_session_id(user_id, conversation_id), user_id=user_id)
 
     def __repr__(self) -> str:
         return (
