@@ -48,3 +48,24 @@ def benchmarks(session: nox.Session) -> None:
     session.install("-e", ".[bench]")
     output = session.create_tmp() + "/RESULTS.quick.md"
     session.run("python", "-m", "benchmarks", "--quick", "--backend", "all", "--output", output)
+
+
+@nox.session(python="3.12", default=False)
+@nox.parametrize("db", DATABASES)
+def integrations_latest(session: nox.Session, db: str) -> None:
+    """The integration tests against the newest openai-agents and langchain-core.
+
+    The dev extra pins the versions the suite was written against; this session
+    upgrades both, so a protocol change shows up as a failing test here rather
+    than as a user report. Not part of the default run (its result depends on
+    what PyPI serves that day): ``nox -s integrations_latest``.
+    """
+    session.install("-e", ".[dev]")
+    # pip notes that this breaks the dev extra's pins: that is the point.
+    session.install("--upgrade", "openai-agents", "langchain-core")
+    session.run(
+        "python",
+        "-c",
+        "import agents, langchain_core; print(agents.__version__, langchain_core.__version__)",
+    )
+    session.run("pytest", "tests/integrations", *session.posargs, env={"ANVIA_TEST_DB": db})

@@ -87,7 +87,9 @@ class DjangoSession:
     """
 
     session_id: str
-    session_settings: SessionSettings
+    # Declared as in the SDK's Session protocol (a mutable attribute must match
+    # exactly); __init__ always sets a SessionSettings.
+    session_settings: SessionSettings | None
 
     def __init__(
         self,
@@ -115,7 +117,7 @@ class DjangoSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history in order; only the newest ``limit`` items when given
         (else ``session_settings.limit``). ``limit=0`` gives ``[]``."""
-        if limit is None:
+        if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
         messages = await sync_to_async(self._load)(limit)
         return [message_to_item(message) for message in messages]

@@ -5,6 +5,7 @@ chat model."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +32,7 @@ from .common import (
 
 pytest.importorskip("langchain_core")
 
-from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -53,7 +54,11 @@ from anvia_django.integrations.langchain import (
     stored_to_message,
 )
 
-from .langchain_support import IGNORE_DEPRECATION, WorkerThreadHistory
+from .langchain_support import (
+    IGNORE_DEPRECATION,
+    IGNORE_IN_MEMORY_DEPRECATION,
+    WorkerThreadHistory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -387,3 +392,44 @@ def test_runnable_with_message_history_remembers(mode: str) -> None:
     assert [m.id for m in alice if isinstance(m, AIMessage)] == ["r1", "r2"]
     assert [row[3] for row in stored_rows("alice")] == ["user", "assistant"] * 2
     assert Conversation.objects.get(session_id="alice").user_id == "u1"
+
+
+# --- LangChain's InMemoryChatMessageHistory as the reference -----------------------
+
+
+@pytest.mark.filterwarnings(IGNORE_IN_MEMORY_DEPRECATION)
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.sampled_from(["add_messages", "aadd_messages", "add_message"]),
+                st.lists(st.sampled_from(range(len(TOOL_EXCHANGE))), max_size=3),
+            ),
+            st.tuples(st.sampled_from(["clear", "aclear", "messages", "aget_messages"]), st.none()),
+        ),
+        max_size=10,
+    )
+)
+def test_every_operation_answers_as_the_in_memory_history(steps: list[tuple[str, Any]]) -> None:
+    ours = DjangoChatMessageHistory(f"ref-{uuid.uuid4().hex}")
+    reference = InMemoryChatMessageHistory()
+    for operation, argument in steps:
+        for history in (ours, reference):
+            if operation == "add_message":
+                for index in argument:
+                    history.add_message(TOOL_EXCHANGE[index])
+            elif operation == "add_messages":
+                history.add_messages([TOOL_EXCHANGE[index] for index in argument])
+            elif operation == "aadd_messages":
+                run(history.aadd_messages, [TOOL_EXCHANGE[index] for index in argument])
+            elif operation == "clear":
+                history.clear()
+            elif operation == "aclear":
+                run(history.aclear)
+        seen = run(ours.aget_messages) if operation == "aget_messages" else ours.messages
+        assert seen == reference.messages

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from django.db import DatabaseError, connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -294,10 +295,36 @@ def test_unicode_and_large_items_round_trip() -> None:
         text("user", "naïve café 日本語 Ω≈ç√ 🎉 \u202e mirrored"),
         cast(TResponseInputItem, {**cast(dict[str, Any], FUNCTION_OUTPUT), "output": "x" * 10**6}),
         text("assistant", "🧪" * 50_000),
+        text("user", "O'Reilly"),
+        text("assistant", "Robert'); DROP TABLE students;--"),
+        text("user", '"SELECT * FROM users WHERE name = "admin";" %s %(x)s ? \\'),
     ]
     run(session.add_items, items)
     assert run(session.get_items) == items
-    assert run(session.pop_item) == items[2]
+    assert run(session.pop_item) == items[-1]
+
+
+@pytest.mark.parametrize("operation", ["add_items", "pop_item", "clear_session"])
+def test_a_database_fault_mid_write_leaves_the_session_as_it_was(operation: str) -> None:
+    session = DjangoSession("fault")
+    run(session.add_items, [text("user", "kept"), text("assistant", "also kept")])
+    before = snapshot()
+
+    def fail_on_a_write(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            raise DatabaseError("injected fault")
+        return execute(sql, params, many, context)
+
+    args = ([text("user", "lost"), FUNCTION_CALL],) if operation == "add_items" else ()
+    with (
+        connection.execute_wrapper(fail_on_a_write),
+        pytest.raises(DatabaseError, match="injected fault"),
+    ):
+        run(getattr(session, operation), *args)
+    assert snapshot() == before
+    # Still usable afterwards.
+    run(session.add_items, [text("user", "after")])
+    assert contents(run(session.get_items)) == ["kept", "also kept", "after"]
 
 
 def test_a_batch_with_a_bad_item_writes_nothing() -> None:
@@ -439,6 +466,7 @@ def test_every_operation_answers_as_the_sdks_sqlite_session(
     theirs = SQLiteSession("reference", session_settings=settings_)
     try:
         for operation, argument in steps:
+            results: tuple[Any, Any]
             if operation == "add":
                 batch = [ITEMS[name] for name in argument]
                 results = run(ours.add_items, batch), run(theirs.add_items, batch)

@@ -260,7 +260,10 @@ def test_a_tool_round_trip_is_stored_and_replayed(method: str) -> None:
         "user",
         "assistant",
     ]
-    assert json.loads(history[2]["output"]) == {"order_id": 42, "shipped": True}
+    assert json.loads(cast(dict[str, Any], history[2])["output"]) == {
+        "order_id": 42,
+        "shipped": True,
+    }
     assert model.calls[2].input == history[:-1]
     assert [row[3] for row in stored_rows("tools")] == [
         "user",
