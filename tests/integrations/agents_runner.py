@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -25,7 +26,15 @@ def drive(method: str, agent: Any, input: Any, **kwargs: Any) -> RunResult | Run
     if method == "run":
         return run(Runner.run, agent, input, **kwargs)
     if method == "run_sync":
-        return Runner.run_sync(agent, input, **kwargs)
+        # run_sync reuses (and leaves open) the thread's default loop; give it
+        # one to close, or a later asyncio.run() orphans it (ResourceWarning).
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            return Runner.run_sync(agent, input, **kwargs)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
     assert method == "run_streamed"
     return run(stream_to_end, agent, input, **kwargs)
 

@@ -27,9 +27,12 @@ from agents import (
     InputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailTripwireTriggered,
     UserError,
     function_tool,
     input_guardrail,
+    tool_input_guardrail,
 )
 from agents.guardrail import GuardrailFunctionOutput
 from agents.items import TResponseInputItem
@@ -373,3 +376,62 @@ def test_a_failing_session_write_surfaces_and_does_not_hang(
         run(go)
     assert snapshot() == before
     assert not Conversation.objects.exists()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_failed_save_of_tool_output_keeps_the_tool_error_primary(
+    streaming: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_append = _append_messages()
+
+    def fail_on_tool_output(append: Any, *, using: Any) -> Any:
+        if any(message["role"] == "function_call_output" for message in append.messages):
+            raise RuntimeError("simulated database failure")
+        return real_append(append, using=using)
+
+    monkeypatch.setattr(APPEND, fail_on_tool_output)
+    finished = asyncio.Event()
+
+    @function_tool
+    async def completed_tool() -> str:
+        """Completes."""
+        finished.set()
+        return "completed"
+
+    @tool_input_guardrail
+    async def reject(data: Any) -> ToolGuardrailFunctionOutput:
+        await finished.wait()
+        return ToolGuardrailFunctionOutput.raise_exception(output_info="blocked")
+
+    @function_tool(tool_input_guardrails=[reject])
+    async def blocked_tool() -> str:
+        """Never runs."""
+        raise AssertionError("a blocked tool must not run")
+
+    model = ScriptedModel(
+        [
+            [
+                function_call("completed_tool", {}, call_id="done"),
+                function_call("blocked_tool", {}, call_id="blocked"),
+            ]
+        ]
+    )
+    agent = Agent(name="support", model=model, tools=[completed_tool, blocked_tool])
+    session = DjangoSession("primary-error")
+
+    async def go() -> None:
+        if streaming:
+            await stream_to_end(agent, "go", session=session)
+        else:
+            await Runner.run(agent, "go", session=session)
+
+    with pytest.raises(ToolInputGuardrailTripwireTriggered):
+        run(go)
+    assert shape(run(session.get_items)) == ["user"]
+    assert_gap_free("primary-error")
+
+
+def _append_messages() -> Any:
+    from anvia_django.persistence import append_messages
+
+    return append_messages
