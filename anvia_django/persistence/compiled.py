@@ -29,7 +29,7 @@ class Slot(Expression):
         super().__init__(output_field=field)
         self.name = name
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    def as_sql(self, compiler: Any, connection: Any) -> Any:
         return "%s", [_Marker(self.name, self.output_field)]
 
 
@@ -39,7 +39,7 @@ class _Marker:
     field: Field[Any, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledQuery:
     """One compiled ``values_list`` query; thread-safe (holds no connection)."""
 
@@ -47,8 +47,8 @@ class CompiledQuery:
     sql: str
     params: tuple[Any, ...]
     """The compiled parameters, with a ``_Marker`` where a slot's value goes."""
-    columns: tuple[Any, ...]
-    """The select list's expressions, for the converters."""
+    columns: list[Any]
+    """The select list's expressions, for the converters (never mutated)."""
 
     def rows(self, using: str, values: Mapping[str, Any]) -> list[list[Any]]:
         """Run the query on ``using`` with the slots' ``values``."""
@@ -102,5 +102,5 @@ def compile_once(queryset: QuerySet[Any, Any], using: str) -> CompiledQuery:
     query = queryset.query
     compiler = query.get_compiler(using=using)
     sql, params = compiler.as_sql()
-    columns = tuple(expression for expression, _, _ in compiler.select)
+    columns = [expression for expression, _, _ in compiler.select]
     return CompiledQuery(query, sql, tuple(params), columns)

@@ -138,7 +138,7 @@ def _conversation_rows(
 ) -> list[list[Any]]:
     """``limit + 1`` rows of ``("id", *SUMMARY_FIELDS)``, newest first."""
     query = _listing_query(alias, user_id is not None, after is not None, limit + 1)
-    values = {"user_id": user_id}
+    values: dict[str, Any] = {"user_id": user_id}
     if after is not None:
         values.update(updated_at=after.updated_at, id=after.id)
     return query.rows(alias, values)
