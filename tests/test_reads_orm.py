@@ -14,13 +14,18 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anvia_django.core.memory import ConversationScopeError, MemoryContext
+from anvia_django.core.memory import (
+    ConversationScopeError,
+    InvalidMemoryInputError,
+    MemoryContext,
+)
 from anvia_django.fields import ExactJSONField
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import (
     ConversationKey,
     append_messages,
     list_conversation_page,
+    list_message_page,
     load_latest_messages,
     load_messages,
 )
@@ -200,3 +205,12 @@ def test_keyset_pages_with_ties_see_every_conversation_once_in_order(
         assert len(page.items) == size
         after = page.next_key
     assert seen == list(expected.values_list("session_id", flat=True))
+
+
+@pytest.mark.django_db
+def test_message_pages_take_every_64_bit_position_and_refuse_larger_ones() -> None:
+    write("s", ["a"])
+    conversation = Conversation.objects.get(session_id="s")
+    assert list_message_page(conversation.pk, after=2**63 - 1, limit=5).items == []
+    with pytest.raises(InvalidMemoryInputError, match="after"):
+        list_message_page(conversation.pk, after=2**63, limit=5)

@@ -40,6 +40,8 @@ from .rows import (
 )
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_LAST_POSITION = 2**63 - 1
+"""The largest position a ``PositiveBigIntegerField`` holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,9 @@ def validate_after(after: object) -> int | None:
         return None
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise InvalidMemoryInputError("must be a non-negative integer position", path="after")
+    if after > _LAST_POSITION:
+        # No database could compare it with a 64-bit column (SQLite raises).
+        raise InvalidMemoryInputError("must be a position below 2**63", path="after")
     return after
 
 
