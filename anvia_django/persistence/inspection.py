@@ -4,6 +4,8 @@ Nothing here writes. Conversations are listed newest first by keyset on
 (updated_at, id), served by the ``anvia_conv_*updated_idx`` indexes, so page
 1000 costs what page 1 costs; messages are paged by position, served by the
 (conversation, position) constraint. Message counts are the stored ones.
+The listing, lookup and page queries are querysets compiled once per shape
+(``compiled.py``): they run on every call.
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ def list_conversation_page(
 
 
 _SUMMARY_ROW = ("id", *SUMMARY_FIELDS)
+_CONVERSATION = Conversation._meta
 
 
 def _conversation_rows(
@@ -253,9 +256,6 @@ def _conversations(by_user: bool) -> QuerySet[Conversation, Any]:
             user_id=Slot("user_id", _CONVERSATION.get_field("user_id"))
         )
     return conversations
-
-
-_CONVERSATION = Conversation._meta
 
 
 __all__ = [
