@@ -204,7 +204,7 @@ def test_invalid_message_limit_is_400_naming_limit(
     assert "limit" in response.json()["limit"][0]
 
 
-@pytest.mark.parametrize("after", ["-1", "x", "1e3", ""])
+@pytest.mark.parametrize("after", ["-1", "x", "1e3", "", str(2**63)])
 def test_invalid_after_is_400_naming_after(
     staff: APIClient, conversation: Conversation, after: str
 ) -> None:

@@ -1,11 +1,10 @@
-"""The hand-written listing and page SQL returns exactly what the ORM would."""
+"""Listing, find-by-ref and message pages: the querysets' answers, page by page."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from anvia_django.models import Conversation, MemoryMessage
@@ -15,7 +14,6 @@ from anvia_django.persistence import (
     list_conversation_page,
     list_message_page,
 )
-from anvia_django.persistence.inspection import _conversation_rows, _conversation_rows_orm
 
 BASE = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -36,25 +34,42 @@ def make_conversations() -> None:
 @pytest.mark.django_db
 @pytest.mark.parametrize("use_tz", [True, False])
 @pytest.mark.parametrize("user_id", [None, "u1"])
-def test_listing_pages_match_the_orm(use_tz: bool, user_id: str | None) -> None:
+@pytest.mark.parametrize("size", [1, 4, 50])
+def test_keyset_pages_walk_the_newest_first_order_once(
+    use_tz: bool, user_id: str | None, size: int
+) -> None:
     make_conversations()
-    with override_settings(USE_TZ=use_tz):
-        alias = connection.alias
-        after: ConversationKey | None = None
-        seen: list[str] = []
-        while True:
-            rows = _conversation_rows(alias, 4, user_id, after)
-            assert rows == _conversation_rows_orm(alias, 4, user_id, after)
-            page = list_conversation_page(4, user_id, after=after)
-            assert all(item.updated_at.tzinfo is UTC for item in page.items)
-            seen += [item.session_id for item in page.items]
-            if page.next_key is None:
-                break
-            after = page.next_key
     expected = Conversation.objects.order_by("-updated_at", "-id")
     if user_id is not None:
         expected = expected.filter(user_id=user_id)
-    assert seen == list(expected.values_list("session_id", flat=True))
+    with override_settings(USE_TZ=use_tz):
+        after: ConversationKey | None = None
+        pages: list[list[str]] = []
+        while True:
+            page = list_conversation_page(size, user_id, after=after)
+            assert all(item.updated_at.tzinfo is UTC for item in page.items)
+            pages.append([item.session_id for item in page.items])
+            if page.next_key is None:
+                break
+            last = Conversation.objects.get(session_id=pages[-1][-1])
+            assert page.next_key == ConversationKey(last.updated_at, last.pk)
+            after = page.next_key
+    assert [s for page in pages for s in page] == list(
+        expected.values_list("session_id", flat=True)
+    )
+    assert all(len(page) == size for page in pages[:-1])
+    assert 0 < len(pages[-1]) <= size
+
+
+@pytest.mark.django_db
+def test_a_listing_page_is_one_query_whatever_its_size_or_depth(
+    django_assert_num_queries: object,
+) -> None:
+    make_conversations()
+    key = list_conversation_page(7).next_key
+    for limit, after in ((1, None), (25, None), (3, key), (25, key)):
+        with django_assert_num_queries(1):  # type: ignore[operator]
+            list_conversation_page(limit, "u2", after=after)
 
 
 @pytest.mark.django_db
@@ -80,11 +95,17 @@ def test_find_and_message_pages_match_the_stored_rows(use_tz: bool) -> None:
         assert found.summary.updated_at == BASE + timedelta(seconds=2, microseconds=14)
         assert find_conversation(conversation.ref, "u2") is not None
         assert find_conversation(conversation.ref, "u1") is None
+        assert find_conversation("unknown") is None
         page = list_message_page(conversation.pk, after=2, limit=3)
+        last = list_message_page(conversation.pk, after=5, limit=3)
     assert [item.position for item in page.items] == [3, 4, 5]
     assert page.has_more
+    assert page.next_after == 5
     assert [item.message for item in page.items] == [
         {"role": "user", "content": str(n)} for n in (3, 4, 5)
     ]
     assert page.items[0].created_at == BASE + timedelta(microseconds=3)
     assert page.items[0].created_at.tzinfo is UTC
+    assert [item.position for item in last.items] == [6]
+    assert not last.has_more
+    assert last.next_after is None

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
+
+from anvia_django.persistence.estimates import estimated_row_count
 
 ESTIMATE_ABOVE = 100_000
 """Below this many estimated rows an exact count is cheap enough."""
@@ -38,14 +39,4 @@ class EstimatedCountPaginator(_Paginator):
 def _estimated_rows(object_list: Any) -> int | None:
     if not isinstance(object_list, QuerySet) or object_list.query.where:
         return None
-    connection = connections[object_list.db]
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
-            [connection.ops.quote_name(object_list.model._meta.db_table)],
-        )
-        row = cursor.fetchone()
-    # -1 (never analysed) or no row: no estimate.
-    return int(row[0]) if row and row[0] >= 0 else None
+    return estimated_row_count(object_list.model, object_list.db)

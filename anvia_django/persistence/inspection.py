@@ -4,6 +4,8 @@ Nothing here writes. Conversations are listed newest first by keyset on
 (updated_at, id), served by the ``anvia_conv_*updated_idx`` indexes, so page
 1000 costs what page 1 costs; messages are paged by position, served by the
 (conversation, position) constraint. Message counts are the stored ones.
+The listing, lookup and page queries are querysets compiled once per shape
+(``compiled.py``): they run on every call.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from django.db import connections
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -28,6 +29,7 @@ from anvia_django.core.memory.types import (
 from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
+from .compiled import CompiledQuery, Slot, compile_once
 from .databases import read_alias
 from .rows import (
     FAILED_RUN_FIELDS,
@@ -38,9 +40,10 @@ from .rows import (
     message_from_row,
     summary_from_row,
 )
-from .statements import columns, fetch, supported
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_LAST_POSITION = 2**63 - 1
+"""The largest position a ``PositiveBigIntegerField`` holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ def validate_after(after: object) -> int | None:
         return None
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise InvalidMemoryInputError("must be a non-negative integer position", path="after")
+    if after > _LAST_POSITION:
+        # No database could compare it with a 64-bit column (SQLite raises).
+        raise InvalidMemoryInputError("must be a position below 2**63", path="after")
     return after
 
 
@@ -119,11 +125,7 @@ def list_conversation_page(
     validate_limit(limit)
     # Also keeps text no backend can compare (U+0000 on PostgreSQL) out of the query.
     validate_identifier(user_id, "user_id", app_settings.input_limits, optional=True)
-    alias = read_alias(using)
-    if supported(alias):
-        rows = _conversation_rows(alias, limit, user_id, after)
-    else:
-        rows = _conversation_rows_orm(alias, limit, user_id, after)
+    rows = _conversation_rows(read_alias(using), limit, user_id, after)
     next_key = None
     if len(rows) > limit:
         last = rows[limit - 1]
@@ -131,55 +133,40 @@ def list_conversation_page(
             updated_at=last[SUMMARY_FIELDS.index("updated_at") + 1], id=last[0]
         )
     return ConversationPage(
-        items=[summary_from_row(row[1:]) for row in rows[:limit]], next_key=next_key
+        items=[summary_from_row(tuple(row[1:])) for row in rows[:limit]], next_key=next_key
     )
 
 
 _SUMMARY_ROW = ("id", *SUMMARY_FIELDS)
+_CONVERSATION = Conversation._meta
 
 
 def _conversation_rows(
     alias: str, limit: int, user_id: str | None, after: ConversationKey | None
-) -> list[tuple[Any, ...]]:
-    # Cached SQL, not a queryset: for a 50-row page the ORM's query building
-    # and compiling cost more than the database's answer.
-    params: list[Any] = [] if user_id is None else [user_id]
+) -> list[list[Any]]:
+    """``limit + 1`` rows of ``("id", *SUMMARY_FIELDS)``, newest first."""
+    query = _listing_query(alias, user_id is not None, after is not None, limit + 1)
+    values: dict[str, Any] = {"user_id": user_id}
     if after is not None:
-        updated_at = Conversation._meta.get_field("updated_at")
-        params += [updated_at.get_db_prep_value(after.updated_at, connections[alias]), after.id]
-    params.append(limit + 1)
-    sql = _listing_sql(alias, by_user=user_id is not None, keyset=after is not None)
-    return fetch(alias, sql, params, columns(alias, Conversation, _SUMMARY_ROW))
+        values.update(updated_at=after.updated_at, id=after.id)
+    return query.rows(alias, values)
 
 
-@lru_cache(maxsize=32)
-def _listing_sql(alias: str, *, by_user: bool, keyset: bool) -> str:
-    spec = columns(alias, Conversation, _SUMMARY_ROW)
-    names = spec.names
-    conditions = [f"{names['user_id']} = %s"] if by_user else []
+@lru_cache(maxsize=64)
+def _listing_query(alias: str, by_user: bool, keyset: bool, rows: int) -> CompiledQuery:
+    conversations = _conversations(by_user)
     if keyset:
-        # A row-value comparison is an index condition on (updated_at, id),
-        # so a deep page seeks straight to its key instead of filtering
-        # every newer row on the way.
-        conditions.append(f"({names['updated_at']}, {names['id']}) < (%s, %s)")
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    return (
-        f"SELECT {spec.select(_SUMMARY_ROW)} FROM {spec.table}{where}"
-        f" ORDER BY {names['updated_at']} DESC, {names['id']} DESC LIMIT %s"
-    )
-
-
-def _conversation_rows_orm(
-    alias: str, limit: int, user_id: str | None, after: ConversationKey | None
-) -> list[tuple[Any, ...]]:
-    conversations = _conversations(alias, user_id)
-    if after is not None:
-        conversations = conversations.filter(
-            Q(updated_at__lt=after.updated_at) | Q(updated_at=after.updated_at, id__lt=after.id)
+        # "Before (k, id)" as a range on updated_at minus the ties at k: the
+        # range is an index condition on (updated_at, id) and on (user_id,
+        # updated_at, id), so a deep page seeks to its key instead of
+        # filtering every newer row on the way (an OR of the two cases is
+        # only a filter there); the exclusion touches the rows at k alone.
+        updated_at = Slot("updated_at", _CONVERSATION.get_field("updated_at"))
+        conversations = conversations.filter(updated_at__lte=updated_at).exclude(
+            updated_at=updated_at, id__gte=Slot("id", _CONVERSATION.get_field("id"))
         )
-    return list(
-        conversations.order_by("-updated_at", "-id").values_list(*_SUMMARY_ROW)[: limit + 1]
-    )
+    newest_first = conversations.order_by("-updated_at", "-id")
+    return compile_once(newest_first.values_list(*_SUMMARY_ROW)[:rows], alias)
 
 
 def find_conversation(
@@ -190,25 +177,17 @@ def find_conversation(
     if not is_wellformed_ref(ref):
         return None
     alias = read_alias(using)
-    row: tuple[Any, ...] | None
-    if supported(alias):
-        params = [ref] if user_id is None else [ref, user_id]
-        sql = _find_sql(alias, by_user=user_id is not None)
-        found = fetch(alias, sql, params, columns(alias, Conversation, _SUMMARY_ROW))
-        row = found[0] if found else None
-    else:
-        row = _conversations(alias, user_id).filter(ref=ref).values_list(*_SUMMARY_ROW).first()
-    if row is None:
+    rows = _find_query(alias, user_id is not None).rows(alias, {"ref": ref, "user_id": user_id})
+    if not rows:
         return None
-    return FoundConversation(id=row[0], summary=summary_from_row(row[1:]))
+    return FoundConversation(id=rows[0][0], summary=summary_from_row(tuple(rows[0][1:])))
 
 
 @lru_cache(maxsize=16)
-def _find_sql(alias: str, *, by_user: bool) -> str:
-    spec = columns(alias, Conversation, _SUMMARY_ROW)
-    owner = f" AND {spec.names['user_id']} = %s" if by_user else ""
-    where = f"{spec.names['ref']} = %s{owner}"
-    return f"SELECT {spec.select(_SUMMARY_ROW)} FROM {spec.table} WHERE {where}"
+def _find_query(alias: str, by_user: bool) -> CompiledQuery:
+    # ref is unique: at most one row, so neither ORDER BY nor LIMIT.
+    found = _conversations(by_user).filter(ref=Slot("ref", _CONVERSATION.get_field("ref")))
+    return compile_once(found.values_list(*_SUMMARY_ROW), alias)
 
 
 def list_message_page(
@@ -219,33 +198,23 @@ def list_message_page(
     validate_limit(limit)
     validate_after(after)
     alias = read_alias(using)
-    rows: list[tuple[Any, ...]]
-    if supported(alias):
-        params = [conversation_id] if after is None else [conversation_id, after]
-        sql = _message_page_sql(alias, after=after is not None)
-        rows = fetch(
-            alias, sql, [*params, limit + 1], columns(alias, MemoryMessage, MESSAGE_FIELDS)
-        )
-    else:
-        messages = MemoryMessage.objects.using(alias).filter(conversation_id=conversation_id)
-        if after is not None:
-            messages = messages.filter(position__gt=after)
-        rows = list(messages.order_by("position").values_list(*MESSAGE_FIELDS)[: limit + 1])
+    query = _message_page_query(alias, after is not None, limit + 1)
+    rows = query.rows(alias, {"conversation": conversation_id, "after": after})
     return MessagePage(
-        items=[message_from_row(row) for row in rows[:limit]], has_more=len(rows) > limit
+        items=[message_from_row(tuple(row)) for row in rows[:limit]], has_more=len(rows) > limit
     )
 
 
-@lru_cache(maxsize=16)
-def _message_page_sql(alias: str, *, after: bool) -> str:
-    spec = columns(alias, MemoryMessage, MESSAGE_FIELDS)
-    conversation = columns(alias, MemoryMessage, ("conversation",)).names["conversation"]
-    position = spec.names["position"]
-    later = f" AND {position} > %s" if after else ""
-    return (
-        f"SELECT {spec.select(MESSAGE_FIELDS)} FROM {spec.table}"
-        f" WHERE {conversation} = %s{later} ORDER BY {position} LIMIT %s"
+@lru_cache(maxsize=64)
+def _message_page_query(alias: str, after: bool, rows: int) -> CompiledQuery:
+    messages = MemoryMessage.objects.filter(
+        conversation=Slot("conversation", MemoryMessage._meta.get_field("conversation"))
     )
+    if after:
+        messages = messages.filter(
+            position__gt=Slot("after", MemoryMessage._meta.get_field("position"))
+        )
+    return compile_once(messages.order_by("position").values_list(*MESSAGE_FIELDS)[:rows], alias)
 
 
 def list_failed_runs(
@@ -280,10 +249,12 @@ def get_conversation_with_messages(
     return MemoryConversation.from_summary(summary, [message_from_row(row) for row in messages])
 
 
-def _conversations(alias: str, user_id: str | None) -> QuerySet[Conversation, Any]:
-    conversations = Conversation.objects.using(alias)
-    if user_id is not None:
-        conversations = conversations.filter(user_id=user_id)
+def _conversations(by_user: bool) -> QuerySet[Conversation, Any]:
+    conversations = Conversation.objects.all()
+    if by_user:
+        conversations = conversations.filter(
+            user_id=Slot("user_id", _CONVERSATION.get_field("user_id"))
+        )
     return conversations
 
 

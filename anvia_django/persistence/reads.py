@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from typing import Any, cast
-
-from django.db import connections
+from typing import Any
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -15,6 +12,7 @@ from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
 from anvia_django.models import Conversation, MemoryMessage
 
+from .compiled import CompiledQuery, Slot, compile_once
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope
@@ -28,14 +26,28 @@ def load_messages(
     window of at most ``limit`` messages when ``limit`` is given.
 
     Reads from the write database: an agent must see its own last turn,
-    which a lagging replica might not have yet.
+    which a lagging replica might not have yet. One query when the context
+    is trusted or the session has messages its user may read; a second one
+    only when a user-scoped read found nothing, to tell an empty or unknown
+    session from another user's.
     """
-    rows = _fetch(context, using, limit + 1 if limit is not None else None)
+    validate_context(context, app_settings.input_limits)
+    alias = write_alias(using)
     if limit is None:
-        return [json.loads(message) for _, message in rows]
+        messages = _messages_query(alias, _scoped(context), None).column(alias, _values(context))
+        if not messages:
+            _check_owner(context, alias)
+        return messages
+    # One more than the window, so the run boundary before it is visible.
+    rows = _messages_query(alias, _scoped(context), limit + 1, with_runs=True).rows(
+        alias, _values(context)
+    )
+    if not rows:
+        _check_owner(context, alias)
+        return []
     rows.reverse()
     start = window_start([run_id for run_id, _ in rows], limit)
-    return [json.loads(message) for _, message in rows[start:]]
+    return [message for _, message in rows[start:]]
 
 
 @retry_if_connection_lost
@@ -44,53 +56,56 @@ def load_latest_messages(
 ) -> list[Message]:
     """The session's newest ``count`` messages in position order, cut exactly
     at ``count`` (not aligned to runs): what framework sessions mean by a
-    history limit. ``count`` 0 gives an empty list.
+    history limit. ``count`` 0 gives an empty list (after the scope check).
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidMemoryInputError("must be a non-negative integer", path="limit")
-    rows = _fetch(context, using, count) if count else []
-    return [json.loads(message) for _, message in reversed(rows)]
-
-
-def _fetch(context: MemoryContext, using: str | None, newest: int | None) -> list[Any]:
-    """``(run_id, message JSON)`` rows in position order, or the ``newest``
-    rows newest first; refuses another user's conversation."""
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
-    # One query: the conversation's owner on every row, its messages joined
-    # only when the caller may read them, so another user's messages never
-    # leave the database. A conversation without (readable) messages still
-    # yields one row, with a NULL message.
-    params: list[Any] = [not context.user_id, context.user_id, context.session_id]
-    if newest is not None:
-        params.append(newest)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(_load_sql(alias, windowed=newest is not None), params)
-        rows = cursor.fetchall()
-    if not rows:
+    if not count:
+        _check_owner(context, alias)
         return []
-    check_scope(rows[0][0], context.user_id)
-    if rows[0][2] is None:
-        return []
-    return [(run_id, message) for _, run_id, message in rows]
+    messages = _messages_query(alias, _scoped(context), count).column(alias, _values(context))
+    if not messages:
+        _check_owner(context, alias)
+    messages.reverse()
+    return messages
 
 
-@lru_cache(maxsize=16)
-def _load_sql(using: str, *, windowed: bool) -> str:
-    quote = connections[using].ops.quote_name
+def _scoped(context: MemoryContext) -> bool:
+    """Whether the context's user must own the session (else it is trusted)."""
+    return bool(context.user_id)
+
+
+def _values(context: MemoryContext) -> dict[str, Any]:
+    return {"session_id": context.session_id, "user_id": context.user_id}
+
+
+@lru_cache(maxsize=64)
+def _messages_query(
+    alias: str, scoped: bool, newest: int | None, *, with_runs: bool = False
+) -> CompiledQuery:
+    """The message column (``run_id`` and message with ``with_runs``) in
+    position order, or the ``newest`` rows newest first."""
     conversation = Conversation._meta
-    message = MemoryMessage._meta
+    session: dict[str, Slot] = {
+        "conversation__session_id": Slot("session_id", conversation.get_field("session_id"))
+    }
+    if scoped:
+        # The owner condition is part of the query, so another user's
+        # messages never leave the database.
+        session["conversation__user_id"] = Slot("user_id", conversation.get_field("user_id"))
+    messages = MemoryMessage.objects.filter(**session)
+    columns = ("run_id", "message") if with_runs else ("message",)
+    ordered = messages.order_by("position" if newest is None else "-position")
+    return compile_once(ordered.values_list(*columns)[:newest], alias)
 
-    def column(meta: Any, name: str) -> str:
-        return quote(cast(str, meta.get_field(name).column))
 
-    sql = (
-        f"SELECT c.{column(conversation, 'user_id')}, m.{column(message, 'run_id')},"
-        f" m.{column(message, 'message')}"
-        f" FROM {quote(conversation.db_table)} c LEFT JOIN {quote(message.db_table)} m"
-        f" ON m.{column(message, 'conversation')} = c.{column(conversation, 'id')}"
-        f" AND (%s OR c.{column(conversation, 'user_id')} = %s)"
-        f" WHERE c.{column(conversation, 'session_id')} = %s"
-        f" ORDER BY m.{column(message, 'position')}"
-    )
-    return sql + " DESC LIMIT %s" if windowed else sql
+def _check_owner(context: MemoryContext, alias: str) -> None:
+    """Raise ``ConversationScopeError`` when the session exists and belongs
+    to another user; needed only after a user-scoped read found nothing."""
+    if not context.user_id:
+        return
+    owners = Conversation.objects.using(alias).filter(session_id=context.session_id)
+    for owner in owners.values_list("user_id", flat=True):
+        check_scope(owner, context.user_id)
