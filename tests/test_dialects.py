@@ -1,0 +1,181 @@
+"""The SQL dialects: each is chosen where it belongs and keeps every guarantee.
+
+The generic (plain ORM) dialect runs the conformance suite and the
+concurrency race here on whatever backend the suite runs on, so it cannot
+rot; on MariaDB the MySQL 8 form of the upsert (no RETURNING) is run too.
+Ids compare exactly and 4-byte characters round-trip on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from anvia_django.core.memory import MemoryContext
+from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.persistence import (
+    append_messages,
+    dialects,
+    list_conversation_summaries,
+    load_messages,
+)
+from anvia_django.store import DjangoMemoryStore
+from anvia_django.testing import MemoryStoreConformance
+
+from . import test_concurrency
+from .helpers import append_input, assistant, user
+
+
+@pytest.fixture
+def generic() -> Iterator[None]:
+    with override_settings(ANVIA_DJANGO={"SQL_DIALECT": "generic"}):
+        yield
+
+
+@pytest.fixture
+def mysql_without_returning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MariaDB made to take MySQL 8's path: the upsert, then a SELECT."""
+    monkeypatch.setattr(dialects, "_MARIADB", dialects.MySQLDialect())
+
+
+def test_each_backend_gets_its_own_dialect() -> None:
+    expected = {
+        "postgresql": dialects.PostgreSQLDialect,
+        "sqlite": dialects.SQLiteDialect,
+        "mysql": dialects.MariaDBDialect
+        if connection.features.can_return_columns_from_insert
+        else dialects.MySQLDialect,
+    }[connection.vendor]
+    assert type(dialects.dialect_for("default")) is expected
+    assert dialects.unknown_vendor(connection) is None
+
+
+def test_the_setting_forces_the_generic_dialect(generic: None) -> None:
+    assert type(dialects.dialect_for("default")) is dialects.Dialect
+
+
+@pytest.mark.django_db(transaction=True)
+class TestGenericDialectConformance(MemoryStoreConformance):
+    @pytest.fixture
+    def store(self, generic: None) -> DjangoMemoryStore:
+        return DjangoMemoryStore()
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db(transaction=True)
+class TestMySQLWithoutReturningConformance(MemoryStoreConformance):
+    @pytest.fixture
+    def store(self, mysql_without_returning: None) -> DjangoMemoryStore:
+        return DjangoMemoryStore()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_generic_dialect_survives_racing_writers(generic: None) -> None:
+    if connection.vendor == "mysql":
+        pytest.skip("InnoDB keeps a failed INSERT's shared lock: the generic path deadlocks")
+    test_concurrency.test_writers_racing_to_create_each_new_session(processes=False)
+
+
+@pytest.mark.server
+@pytest.mark.django_db(transaction=True)
+def test_the_generic_dialect_survives_racing_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    if connection.vendor == "mysql":
+        pytest.skip("InnoDB keeps a failed INSERT's shared lock: the generic path deadlocks")
+    # Spawned workers read the test settings afresh: the variable reaches them.
+    monkeypatch.setenv("ANVIA_TEST_DIALECT", "generic")
+    with override_settings(ANVIA_DJANGO={"SQL_DIALECT": "generic"}):
+        test_concurrency.test_writers_racing_to_create_each_new_session(processes=True)
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db(transaction=True)
+def test_mysql_without_returning_survives_racing_writers(mysql_without_returning: None) -> None:
+    test_concurrency.test_writers_racing_to_create_each_new_session(processes=False)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("dialect", ["auto", "generic"])
+def test_ids_are_exact_on_every_backend(dialect: str) -> None:
+    with override_settings(ANVIA_DJANGO={"SQL_DIALECT": dialect}):
+        for session_id in ("Abc", "abc", "abc ", "ABC"):
+            append_messages(append_input(session_id, [user(session_id)], user_id=session_id))
+        assert Conversation.objects.count() == 4
+        for session_id in ("Abc", "abc", "abc ", "ABC"):
+            assert load_messages(MemoryContext(session_id)) == [user(session_id)]
+            listed = list_conversation_summaries(10, user_id=session_id)
+            assert [summary.session_id for summary in listed] == [session_id]
+        assert list_conversation_summaries(10, user_id="aBc") == []
+
+
+@pytest.mark.django_db
+def test_a_run_id_differing_in_case_is_another_run_not_a_retry() -> None:
+    append_messages(append_input("s", [user("q")], run_id="run-A"))
+    append_messages(append_input("s", [user("q")], run_id="run-a"))
+    assert MemoryMessage.objects.count() == 2
+
+
+FOUR_BYTES = "🦊 𝄞 𠜎 \U0010fffd"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("dialect", ["auto", "generic"])
+def test_four_byte_characters_round_trip(dialect: str) -> None:
+    with override_settings(ANVIA_DJANGO={"SQL_DIALECT": dialect}):
+        context = MemoryContext(FOUR_BYTES, user_id=FOUR_BYTES, metadata={FOUR_BYTES: FOUR_BYTES})
+        message = {"role": FOUR_BYTES, "content": FOUR_BYTES, FOUR_BYTES: [FOUR_BYTES]}
+        append_messages(
+            append_input(
+                FOUR_BYTES,
+                [message, assistant(FOUR_BYTES)],
+                run_id=FOUR_BYTES,
+                user_id=FOUR_BYTES,
+                metadata={FOUR_BYTES: FOUR_BYTES},
+            )
+        )
+        assert load_messages(context) == [message, assistant(FOUR_BYTES)]
+        stored = Conversation.objects.get()
+        assert (stored.session_id, stored.user_id, stored.metadata) == (
+            FOUR_BYTES,
+            FOUR_BYTES,
+            {FOUR_BYTES: FOUR_BYTES},
+        )
+        assert set(MemoryMessage.objects.values_list("run_id", "role")) == {
+            (FOUR_BYTES, FOUR_BYTES),
+            (FOUR_BYTES, "assistant"),
+        }
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db
+def test_mysql_columns_get_the_exact_collation() -> None:
+    expected = dialects.column_collation(connection)
+    assert expected in ("utf8mb4_nopad_bin", "utf8mb4_0900_bin", "utf8mb4_bin")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'anvia_django_%%' "
+            "AND COLLATION_NAME IS NOT NULL"
+        )
+        found = {(table, column): collation for table, column, collation in cursor.fetchall()}
+    assert len(found) == 12
+    assert set(found.values()) == {expected}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_postgresql_gives_the_planner_estimate() -> None:
+    dialect = dialects.dialect_for("default")
+    append_messages(append_input("s", [user("q"), assistant("a")]))
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {MemoryMessage._meta.db_table}")
+    assert dialect.estimated_row_count("default", MemoryMessage) == 2
+
+
+@pytest.mark.django_db
+def test_other_backends_give_no_estimate() -> None:
+    if connection.vendor == "postgresql":
+        pytest.skip("PostgreSQL has one")
+    assert dialects.dialect_for("default").estimated_row_count("default", MemoryMessage) is None
