@@ -49,6 +49,10 @@ class IdentifierField(_CharField):
 
     description = "Identifier compared exactly"
 
+    if TYPE_CHECKING:
+        _pyi_private_set_type: str
+        _pyi_private_get_type: str
+
     def db_parameters(self, connection: Any) -> dict[str, Any]:
         return _with_exact_collation(super().db_parameters(connection), connection)
 
@@ -57,6 +61,10 @@ class ExactTextField(_TextField):
     """Text stored as given, 4-byte UTF-8 included, on every backend."""
 
     description = "Text stored exactly"
+
+    if TYPE_CHECKING:
+        _pyi_private_set_type: str
+        _pyi_private_get_type: str
 
     def db_parameters(self, connection: Any) -> dict[str, Any]:
         return _with_exact_collation(super().db_parameters(connection), connection)

@@ -53,7 +53,7 @@ class Conversation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.session_id
+        return str(self.session_id)
 
 
 class MemoryMessage(models.Model):

@@ -50,7 +50,11 @@ elif BACKEND in ("mariadb", "mysql"):
             "USER": os.environ.get("ANVIA_MYSQL_USER", "root"),
             "PASSWORD": os.environ.get("ANVIA_MYSQL_PASSWORD", ""),
             "NAME": os.environ.get("ANVIA_MYSQL_NAME", "mysql"),
-            "OPTIONS": {"charset": "utf8mb4"},
+            "OPTIONS": {
+                "charset": "utf8mb4",
+                # Django's default; ANVIA_MYSQL_ISOLATION tries another.
+                "isolation_level": os.environ.get("ANVIA_MYSQL_ISOLATION", "read committed"),
+            },
             # The server's default collation (case-insensitive): the app's
             # own columns must not depend on it.
             "TEST": {

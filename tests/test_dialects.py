@@ -49,8 +49,13 @@ def test_each_backend_gets_its_own_dialect() -> None:
         if connection.features.can_return_columns_from_insert
         else dialects.MySQLDialect,
     }[connection.vendor]
-    assert type(dialects.dialect_for("default")) is expected
+    assert type(dialects.vendor_dialect(connection)) is expected
     assert dialects.unknown_vendor(connection) is None
+
+
+def test_the_default_setting_uses_the_vendor_dialect() -> None:
+    with override_settings(ANVIA_DJANGO={}):
+        assert dialects.dialect_for("default") is dialects.vendor_dialect(connection)
 
 
 def test_the_setting_forces_the_generic_dialect(generic: None) -> None:
@@ -167,15 +172,14 @@ def test_mysql_columns_get_the_exact_collation() -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_postgresql_gives_the_planner_estimate() -> None:
-    dialect = dialects.dialect_for("default")
     append_messages(append_input("s", [user("q"), assistant("a")]))
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {MemoryMessage._meta.db_table}")
-    assert dialect.estimated_row_count("default", MemoryMessage) == 2
+    assert dialects.estimated_row_count("default", MemoryMessage) == 2
 
 
 @pytest.mark.django_db
 def test_other_backends_give_no_estimate() -> None:
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL has one")
-    assert dialects.dialect_for("default").estimated_row_count("default", MemoryMessage) is None
+    assert dialects.estimated_row_count("default", MemoryMessage) is None

@@ -28,6 +28,7 @@ def _columns(field: Any) -> tuple[Any, Any]:
     """The column as it was (Django's own field: the table's collation) and
     as it becomes (this app's field: the exact collation)."""
     name, _, args, kwargs = field.deconstruct()
+    pair: tuple[type[Any], type[Any]]
     if isinstance(field, models.CharField):
         pair = (models.CharField, anvia_django.fields.IdentifierField)
     else:

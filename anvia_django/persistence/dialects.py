@@ -361,7 +361,8 @@ def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
     if vendor == "postgresql":
         return _POSTGRESQL
     if vendor == "sqlite":
-        return _SQLITE
+        # RETURNING needs SQLite 3.35; Django 5.2 still runs on 3.31.
+        return _SQLITE if connection.features.can_return_columns_from_insert else GENERIC
     if vendor == "mysql":
         return _MARIADB if connection.features.can_return_columns_from_insert else _MYSQL
     return GENERIC
@@ -375,6 +376,12 @@ def unknown_vendor(connection: BaseDatabaseWrapper) -> str | None:
 def column_collation(connection: BaseDatabaseWrapper) -> str | None:
     """The collation this app's text columns get on ``connection``."""
     return vendor_dialect(connection).column_collation(connection)
+
+
+def estimated_row_count(using: str, model: type[Model]) -> int | None:
+    """The planner's row estimate for ``model``'s table, where there is one
+    (PostgreSQL): for counts that must not scan a huge table."""
+    return vendor_dialect(connections[using]).estimated_row_count(using, model)
 
 
 # The SQL, built once per alias from the models' own column names.
@@ -421,10 +428,7 @@ def _returned(using: str, sql: str, params: Sequence[Any], reserve: int) -> Lock
 
 def _quoted(using: str, model: type[Model]) -> tuple[str, dict[str, str]]:
     quote = connections[using].ops.quote_name
-    columns = {
-        field.name: quote(cast(str, cast("Field[Any, Any]", field).column))
-        for field in model._meta.concrete_fields
-    }
+    columns = {field.name: quote(cast(str, field.column)) for field in model._meta.concrete_fields}
     return quote(model._meta.db_table), columns
 
 
