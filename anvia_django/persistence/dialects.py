@@ -68,8 +68,6 @@ class Dialect:
     several first appends race.
     """
 
-    name = "generic ORM"
-
     def lock_conversation(
         self,
         using: str,
@@ -122,12 +120,12 @@ class Dialect:
             stored = (
                 MemoryMessage.objects.using(using)
                 .filter(conversation_id=rows.conversation_id, run_id=rows.run_id, turn=rows.turn)
-                # Text, not decoded values: in Python True == 1 == 1.0.
+                # The column's value, not the decoded message (see _as_stored).
                 .annotate(text=Cast("message", output_field=TextField()))
                 .order_by("-position")
                 .values_list("text", flat=True)[: len(unless_retry_of)]
             )
-            if _in_position_order(list(stored)) == unless_retry_of:
+            if _in_position_order(list(stored)) == _as_stored(using, unless_retry_of):
                 return False
         MemoryMessage.objects.using(using).bulk_create(
             [
@@ -175,7 +173,7 @@ class _HandWrittenInsert(Dialect):
         with connections[using].cursor() as cursor:
             if unless_retry_of is not None:
                 cursor.execute(_tail_sql(using), _tail_params(rows, unless_retry_of))
-                if _stored_tail(cursor) == unless_retry_of:
+                if _stored_tail(cursor) == _as_stored(using, unless_retry_of):
                     return False
             for sql, params in self._inserts(using, rows):
                 cursor.execute(sql, params)
@@ -211,9 +209,15 @@ class _OnConflictUpsert(Dialect):
 
 class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     """The row lock of ``ON CONFLICT DO UPDATE`` queues writers of one
-    session; the retry check rides in the first INSERT's statement."""
+    session; the retry check rides in the first INSERT's statement.
 
-    name = "PostgreSQL"
+    The upsert stays a statement of its own, a round trip that one big
+    ``WITH`` query would save: under READ COMMITTED each statement reads
+    from a snapshot taken when it starts, so a tail read in the upsert's
+    statement would predate the commit of a writer it queued behind on the
+    lock (the first attempt of a retried append, say), and the retry would
+    be stored twice.
+    """
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
@@ -229,7 +233,7 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
                 f"WITH tail AS ({_tail_sql(using)}), written AS ({first[0]}) SELECT * FROM tail",
                 [*_tail_params(rows, unless_retry_of), *first[1]],
             )
-            if _stored_tail(cursor) == unless_retry_of:
+            if _stored_tail(cursor) == _as_stored(using, unless_retry_of):
                 return False
             for sql, params in rest:
                 cursor.execute(sql, params)
@@ -251,8 +255,6 @@ class SQLiteDialect(_OnConflictUpsert, _HandWrittenInsert):
     """One writer at a time (``transaction_mode = "IMMEDIATE"``): the upsert
     runs under the database's write lock."""
 
-    name = "SQLite"
-
 
 class MySQLDialect(_HandWrittenInsert):
     """MySQL 8 (and MariaDB before 10.5): ``INSERT .. ON DUPLICATE KEY
@@ -265,7 +267,6 @@ class MySQLDialect(_HandWrittenInsert):
     once, so racing first appends queue instead.
     """
 
-    name = "MySQL"
     max_statement_bytes = 4 * 1024 * 1024
     """Well under the smallest default ``max_allowed_packet`` (MySQL 8: 64 MB,
     MariaDB: 16 MB), so several large messages never make one oversized packet."""
@@ -320,8 +321,6 @@ class MySQLDialect(_HandWrittenInsert):
 
 class MariaDBDialect(MySQLDialect):
     """MariaDB 10.5+: ``ON DUPLICATE KEY UPDATE .. RETURNING`` in one statement."""
-
-    name = "MariaDB"
 
     def lock_conversation(
         self,
@@ -496,8 +495,19 @@ def _tail_params(rows: NewMessages, messages: list[str]) -> list[Any]:
 
 
 def _stored_tail(cursor: Any) -> list[str]:
-    """The tail query's rows (newest first) as JSON text, in position order."""
+    """The tail query's rows (newest first) as stored, in position order."""
     return _in_position_order([row[0] for row in cursor.fetchall()])
+
+
+def _as_stored(using: str, encoded: list[str]) -> list[Any]:
+    """``encoded`` as the message column holds it: what the field makes of it.
+
+    A retry is recognised by comparing column values, not decoded messages:
+    in Python ``True == 1 == 1.0`` would call different messages equal.
+    """
+    connection = connections[using]
+    encode = MemoryMessage._meta.get_field("message").get_db_prep_save
+    return [encode(EncodedJSON(message), connection) for message in encoded]
 
 
 def _row_values(using: str, rows: NewMessages) -> list[tuple[Any, ...]]:
