@@ -16,8 +16,10 @@ from .conf import DEFAULTS, SETTINGS_NAME
 def register() -> None:
     checks.register(check_settings, checks.Tags.compatibility)
     checks.register(check_inspector_settings, checks.Tags.security)
-    checks.register(check_sqlite_transaction_mode, checks.Tags.database)
-    checks.register(check_database_vendors, checks.Tags.database)
+    # Not Tags.database: these read DATABASES, never a connection, and Django
+    # 6 runs database-tagged checks only for ``check --database``.
+    checks.register(check_sqlite_transaction_mode, checks.Tags.compatibility)
+    checks.register(check_database_vendors, checks.Tags.compatibility)
     checks.register(check_use_tz)
 
 

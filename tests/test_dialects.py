@@ -183,3 +183,49 @@ def test_other_backends_give_no_estimate() -> None:
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL has one")
     assert dialects.estimated_row_count("default", MemoryMessage) is None
+
+
+def _collations() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'anvia_django_%%' "
+            "AND COLLATION_NAME IS NOT NULL"
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db(transaction=True)
+def test_the_collation_migration_applies_and_reverts_on_mysql() -> None:
+    from django.core.management import call_command
+
+    exact = dialects.column_collation(connection)
+    append_messages(append_input("Kept", [user("across the migration")]))
+    try:
+        call_command("migrate", "anvia_django", "0002", verbosity=0)
+        assert exact not in _collations()
+    finally:
+        call_command("migrate", "anvia_django", verbosity=0)
+    assert _collations() == {exact}
+    assert load_messages(MemoryContext("Kept")) == [user("across the migration")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_collation_migration_leaves_other_databases_alone() -> None:
+    from django.core.management import call_command
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor == "mysql":
+        pytest.skip("MySQL/MariaDB columns do change")
+    try:
+        call_command("migrate", "anvia_django", "0002", verbosity=0)
+    finally:
+        with CaptureQueriesContext(connection) as captured:
+            call_command("migrate", "anvia_django", verbosity=0)
+    schema_changes = [
+        query["sql"]
+        for query in captured.captured_queries
+        if query["sql"].lstrip().upper().startswith(("ALTER", "CREATE", "DROP"))
+    ]
+    assert schema_changes == []
