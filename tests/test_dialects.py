@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
 from anvia_django.core.memory import MemoryContext
 from anvia_django.models import Conversation, MemoryMessage
@@ -229,3 +230,27 @@ def test_the_collation_migration_leaves_other_databases_alone() -> None:
         if query["sql"].lstrip().upper().startswith(("ALTER", "CREATE", "DROP"))
     ]
     assert schema_changes == []
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db
+def test_messages_larger_together_than_a_packet_are_stored() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        (packet,) = cursor.fetchone()
+    # Each message fits in a packet; together they do not.
+    size = min(packet // 3, 6 * 1024 * 1024)
+    messages = [user(str(n) * size) for n in range(4)]
+    assert sum(len(m["content"]) for m in messages) > packet
+    append_messages(append_input("big", messages))
+    assert load_messages(MemoryContext("big")) == messages
+
+
+def test_mysql_splits_the_insert_below_the_packet_size() -> None:
+    rows = dialects.NewMessages(
+        1, 0, "run", 1, ["user"] * 5, ['"' + "x" * 1_000_000 + '"'] * 5, timezone.now()
+    )
+    statements = dialects.MySQLDialect()._inserts("default", rows)
+    assert [len(params) // 7 for _, params in statements] == [1, 1, 1, 1, 1]
+    small = dialects.NewMessages(1, 0, "run", 1, ["user"] * 3, ["{}"] * 3, timezone.now())
+    assert len(dialects.MySQLDialect()._inserts("default", small)) == 1

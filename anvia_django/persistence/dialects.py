@@ -160,8 +160,8 @@ def _in_position_order(newest_first: list[str]) -> list[str]:
 class _HandWrittenInsert(Dialect):
     """The messages of an append in multi-row INSERTs of their encoded text.
 
-    Model instances and ``bulk_create`` would build an object per message and
-    cost a fifth of an append's time; the field still encodes every value.
+    ``bulk_create`` would build a model instance per message and go through
+    the whole compiler for each append; the field still encodes every value.
     """
 
     rows_per_statement = 500
