@@ -254,3 +254,25 @@ def test_mysql_splits_the_insert_below_the_packet_size() -> None:
     assert [len(params) // 7 for _, params in statements] == [1, 1, 1, 1, 1]
     small = dialects.NewMessages(1, 0, "run", 1, ["user"] * 3, ["{}"] * 3, timezone.now())
     assert len(dialects.MySQLDialect()._inserts("default", small)) == 1
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db
+@pytest.mark.parametrize("dialect", [dialects.MySQLDialect(), dialects.MariaDBDialect()])
+def test_an_upsert_that_changes_nothing_still_finds_its_row(dialect: dialects.Dialect) -> None:
+    if (
+        isinstance(dialect, dialects.MariaDBDialect)
+        and not connection.features.can_return_columns_from_insert
+    ):
+        pytest.skip("needs MariaDB 10.5+")
+    append_messages(append_input("other", [user("q")]))
+    now = timezone.now()
+    found = [
+        dialect.lock_conversation(
+            "default", session_id="same", user_id="u", metadata=None, now=now, reserve=0
+        )
+        for _ in range(2)
+    ]
+    # The second upsert leaves the row as it was: no count, same clock.
+    assert found[0] == found[1]
+    assert found[0].id == Conversation.objects.get(session_id="same").pk
