@@ -16,7 +16,10 @@ from .conf import DEFAULTS, SETTINGS_NAME
 def register() -> None:
     checks.register(check_settings, checks.Tags.compatibility)
     checks.register(check_inspector_settings, checks.Tags.security)
-    checks.register(check_sqlite_transaction_mode, checks.Tags.database)
+    # Not Tags.database: these read DATABASES, never a connection, and Django
+    # 6 runs database-tagged checks only for ``check --database``.
+    checks.register(check_sqlite_transaction_mode, checks.Tags.compatibility)
+    checks.register(check_database_vendors, checks.Tags.compatibility)
     checks.register(check_use_tz)
 
 
@@ -60,6 +63,13 @@ def check_settings(
     if not _is_positive_int(values["MAX_NESTING_DEPTH"]):
         messages.append(
             checks.Error("MAX_NESTING_DEPTH must be a positive integer.", id="anvia_django.E004")
+        )
+    if values["SQL_DIALECT"] not in ("auto", "generic"):
+        messages.append(
+            checks.Error(
+                f"SQL_DIALECT must be 'auto' or 'generic', not {values['SQL_DIALECT']!r}.",
+                id="anvia_django.E005",
+            )
         )
     return messages
 
@@ -170,6 +180,71 @@ def check_sqlite_transaction_mode(
                     id="anvia_django.W001",
                 )
             )
+    return messages
+
+
+UNKNOWN_VENDOR_RISKS = (
+    "creating a session is race-free only if a failed INSERT releases its locks "
+    "(racing first appends may otherwise fail with a deadlock), ids compare exactly and "
+    "4-byte characters round-trip only if the database's collation and charset do so"
+)
+
+
+def check_database_vendors(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    """What is not guaranteed on the databases that store agent memory."""
+    from .models import Conversation
+    from .persistence.dialects import unknown_vendor
+
+    messages: list[checks.CheckMessage] = []
+    for alias in connections:
+        if not router.allow_migrate_model(alias, Conversation):
+            continue
+        connection = connections[alias]
+        vendor = unknown_vendor(connection)
+        if vendor is not None:
+            messages.append(
+                checks.Warning(
+                    f"Database {alias!r} is {vendor!r}, which anvia_django has no SQL "
+                    f"written for: it uses the plain ORM with select_for_update there. "
+                    f"Not guaranteed: {UNKNOWN_VENDOR_RISKS}.",
+                    hint="Tested: PostgreSQL, SQLite, MariaDB and MySQL. Run the store "
+                    "conformance suite (anvia_django.testing) against this database.",
+                    id="anvia_django.W004",
+                )
+            )
+        elif connection.vendor == "mysql":
+            messages.extend(_check_mysql_options(alias, connections.settings[alias]))
+    return messages
+
+
+def _check_mysql_options(alias: str, settings_dict: dict[str, Any]) -> list[checks.CheckMessage]:
+    options = settings_dict.get("OPTIONS") or {}
+    messages: list[checks.CheckMessage] = []
+    charset = str(options.get("charset", "utf8mb4")).lower()
+    if charset != "utf8mb4":
+        messages.append(
+            checks.Warning(
+                f"MySQL/MariaDB database {alias!r} connects with charset {charset!r}: "
+                "emoji and other 4-byte characters in agent memory fail to store.",
+                hint=f'Set "OPTIONS": {{"charset": "utf8mb4"}} in DATABASES[{alias!r}].',
+                id="anvia_django.W005",
+            )
+        )
+    isolation = str(options.get("isolation_level", "read committed")).lower()
+    if isolation == "serializable":
+        messages.append(
+            checks.Warning(
+                f"MySQL/MariaDB database {alias!r} runs SERIALIZABLE transactions: "
+                "InnoDB then locks ranges of the message index on every read, and "
+                "concurrent appends to different sessions can deadlock.",
+                hint='Use Django\'s default "read committed" (or "repeatable read").',
+                id="anvia_django.W006",
+            )
+        )
     return messages
 
 

@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_BYTES": 8 * 1024 * 1024,
     # Deepest nesting of lists and objects inside one message.
     "MAX_NESTING_DEPTH": 100,
+    # "auto": the SQL written for the database (PostgreSQL, SQLite, MySQL,
+    # MariaDB); "generic": the plain ORM with select_for_update everywhere.
+    "SQL_DIALECT": "auto",
 }
 
 ID_MAX_LENGTH = 255
@@ -93,6 +96,10 @@ class AppSettings:
     @property
     def MAX_NESTING_DEPTH(self) -> int:
         return int(self._get("MAX_NESTING_DEPTH"))
+
+    @property
+    def SQL_DIALECT(self) -> str:
+        return str(self._get("SQL_DIALECT"))
 
     @property
     def input_limits(self) -> InputLimits:

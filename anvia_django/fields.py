@@ -1,9 +1,15 @@
-"""A JSON column that gives back exactly what it was given, on every backend.
+"""Columns that give back exactly what they were given, on every backend.
 
 Django's ``JSONField`` is ``jsonb`` on PostgreSQL, which rewrites numbers
 (``1e308`` comes back as a 309-digit integer) and reorders keys, while
 SQLite keeps the text as written. Memory must round-trip unchanged and
 behave the same everywhere, so messages are stored as their JSON text.
+
+Ids and text must compare and store the same everywhere too. MySQL and
+MariaDB default to case-insensitive collations ("Abc" and "abc" would be one
+session, and ``user_id`` filters would match other users) and may default to
+3-byte UTF-8; there these columns get the binary utf8mb4 collation the
+database dialect names. Elsewhere they are plain ``CharField``/``TextField``.
 """
 
 from __future__ import annotations
@@ -24,11 +30,47 @@ class EncodedJSON(str):
 
 if TYPE_CHECKING:
     _TextField = models.TextField[Any, Any]
+    _CharField = models.CharField[Any, Any]
 else:
     _TextField = models.TextField
+    _CharField = models.CharField
 
 
-class ExactJSONField(_TextField):
+def _with_exact_collation(params: dict[str, Any], connection: Any) -> dict[str, Any]:
+    # Imported here: the persistence package imports the models, which import this.
+    from anvia_django.persistence.dialects import column_collation
+
+    collation = column_collation(connection)
+    return params if collation is None else {**params, "collation": collation}
+
+
+class IdentifierField(_CharField):
+    """An id compared byte for byte: case and trailing spaces matter everywhere."""
+
+    description = "Identifier compared exactly"
+
+    if TYPE_CHECKING:
+        _pyi_private_set_type: str
+        _pyi_private_get_type: str
+
+    def db_parameters(self, connection: Any) -> dict[str, Any]:
+        return _with_exact_collation(super().db_parameters(connection), connection)
+
+
+class ExactTextField(_TextField):
+    """Text stored as given, 4-byte UTF-8 included, on every backend."""
+
+    description = "Text stored exactly"
+
+    if TYPE_CHECKING:
+        _pyi_private_set_type: str
+        _pyi_private_get_type: str
+
+    def db_parameters(self, connection: Any) -> dict[str, Any]:
+        return _with_exact_collation(super().db_parameters(connection), connection)
+
+
+class ExactJSONField(ExactTextField):
     description = "JSON stored as text, read back unchanged"
 
     if TYPE_CHECKING:

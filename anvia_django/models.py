@@ -11,7 +11,7 @@ import secrets
 from django.db import models
 
 from .conf import ID_MAX_LENGTH
-from .fields import ExactJSONField
+from .fields import ExactJSONField, ExactTextField, IdentifierField
 
 REF_LENGTH = 22
 """Length of :func:`new_ref` tokens (16 random bytes, URL-safe base64)."""
@@ -26,10 +26,10 @@ class Conversation(models.Model):
     # Unique through Meta.constraints, not unique=True: on PostgreSQL that
     # would add a second (varchar_pattern_ops) index per column for LIKE
     # queries nothing runs, which every insert would have to maintain.
-    ref = models.CharField(max_length=32, default=new_ref, editable=False)
-    session_id = models.CharField(max_length=ID_MAX_LENGTH)
+    ref = IdentifierField(max_length=32, default=new_ref, editable=False)
+    session_id = IdentifierField(max_length=ID_MAX_LENGTH)
     # NULL, not "", for "no owner": "" would be a user id like any other.
-    user_id = models.CharField(max_length=ID_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
+    user_id = IdentifierField(max_length=ID_MAX_LENGTH, null=True, blank=True)
     metadata = ExactJSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -53,7 +53,7 @@ class Conversation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.session_id
+        return str(self.session_id)
 
 
 class MemoryMessage(models.Model):
@@ -62,9 +62,9 @@ class MemoryMessage(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     position = models.PositiveBigIntegerField()
-    run_id = models.CharField(max_length=ID_MAX_LENGTH)
+    run_id = IdentifierField(max_length=ID_MAX_LENGTH)
     turn = models.PositiveIntegerField()
-    role = models.CharField(max_length=ID_MAX_LENGTH)
+    role = IdentifierField(max_length=ID_MAX_LENGTH)
     message = ExactJSONField()
     created_at = models.DateTimeField()
 
@@ -90,10 +90,10 @@ class FailedRun(models.Model):
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="failed_runs"
     )
-    run_id = models.CharField(max_length=ID_MAX_LENGTH)
-    error_type = models.CharField(max_length=ID_MAX_LENGTH)
-    error_message = models.TextField(blank=True)
-    traceback = models.TextField(blank=True)
+    run_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    error_type = IdentifierField(max_length=ID_MAX_LENGTH)
+    error_message = ExactTextField(blank=True)
+    traceback = ExactTextField(blank=True)
     messages = ExactJSONField(default=list)
     created_at = models.DateTimeField()
 

@@ -17,6 +17,26 @@ if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5432
   fi
 fi
 
+# MariaDB cells need the server at 127.0.0.1:3306; start a stopped local one.
+if [ -x /usr/sbin/mariadbd ] && command -v mariadb-admin >/dev/null 2>&1 \
+  && ! mariadb-admin -h 127.0.0.1 -P 3306 -u root ping >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql || true
+  fi
+  for _ in $(seq 1 30); do
+    mariadb-admin -h 127.0.0.1 -P 3306 -u root ping >/dev/null 2>&1 && break
+    sleep 1
+  done
+fi
+
+# mysqlclient (the MariaDB cells) builds against libmariadb's headers.
+if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libmariadb; } \
+  && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libmariadb-dev pkg-config) \
+    || echo "warning: could not install libmariadb-dev; mysqlclient will not build" >&2
+fi
+
 # The admin's browser test drives Debian's Chromium (never a downloaded build).
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \

@@ -11,3 +11,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs PostgreSQL (ANVIA_TEST_DB=postgres)"))
         if "sqlite" in item.keywords and vendor != "sqlite":
             item.add_marker(pytest.mark.skip(reason="needs SQLite"))
+        if "mysql" in item.keywords and vendor != "mysql":
+            item.add_marker(pytest.mark.skip(reason="needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"))
+        if "server" in item.keywords and vendor == "sqlite":
+            item.add_marker(pytest.mark.skip(reason="needs a database server, not SQLite"))

@@ -1,7 +1,9 @@
 """Settings for the test suite.
 
 ``ANVIA_TEST_DB=postgres`` runs it on PostgreSQL (``ANVIA_PG_*`` variables),
+``ANVIA_TEST_DB=mariadb`` (or ``mysql``) on MariaDB/MySQL (``ANVIA_MYSQL_*``),
 anything else on a SQLite file in the documented configuration.
+``ANVIA_TEST_DIALECT=generic`` makes the store use its plain-ORM SQL dialect.
 """
 
 from __future__ import annotations
@@ -38,6 +40,36 @@ if BACKEND in ("postgres", "postgresql"):
     DATABASES["other"] = {
         **DATABASES["default"],
         "TEST": {"NAME": DATABASES["default"]["TEST"]["NAME"] + "_other"},
+    }
+elif BACKEND in ("mariadb", "mysql"):
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "HOST": os.environ.get("ANVIA_MYSQL_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("ANVIA_MYSQL_PORT", "3306"),
+            "USER": os.environ.get("ANVIA_MYSQL_USER", "root"),
+            "PASSWORD": os.environ.get("ANVIA_MYSQL_PASSWORD", ""),
+            "NAME": os.environ.get("ANVIA_MYSQL_NAME", "mysql"),
+            "OPTIONS": {
+                "charset": "utf8mb4",
+                # Django's default; ANVIA_MYSQL_ISOLATION tries another.
+                "isolation_level": os.environ.get("ANVIA_MYSQL_ISOLATION", "read committed"),
+            },
+            # The server's default collation (case-insensitive), and a
+            # charset ANVIA_MYSQL_TEST_CHARSET=utf8mb3 can make 3-byte: the
+            # app's own columns must depend on neither.
+            "TEST": {
+                "NAME": os.environ.get("ANVIA_MYSQL_TEST_NAME", "test_anvia"),
+                "CHARSET": os.environ.get("ANVIA_MYSQL_TEST_CHARSET", "utf8mb4"),
+            },
+        }
+    }
+    DATABASES["other"] = {
+        **DATABASES["default"],
+        "TEST": {
+            **DATABASES["default"]["TEST"],
+            "NAME": DATABASES["default"]["TEST"]["NAME"] + "_other",
+        },
     }
 else:
     # A file, not :memory:, so threads get their own connections to one database.
@@ -92,6 +124,9 @@ TEMPLATES = [
         },
     }
 ]
+
+if os.environ.get("ANVIA_TEST_DIALECT"):
+    ANVIA_DJANGO = {"SQL_DIALECT": os.environ["ANVIA_TEST_DIALECT"]}
 
 STATIC_URL = "/static/"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,6 +1,7 @@
 """Many writers at once: nothing lost, nothing duplicated, nothing reordered.
 
-PostgreSQL: OS processes, each with its own connection. Both backends:
+PostgreSQL and MariaDB/MySQL: OS processes, each with its own connection
+(8 of them on one new session is where a careless upsert deadlocks). Every backend:
 threads, each with its own connection (on SQLite, one database file in the
 documented ``transaction_mode = "IMMEDIATE"`` with a busy ``timeout``; no
 error may reach the caller). A concurrent ``clear`` leaves the session
@@ -122,7 +123,7 @@ def writer_jobs(session_ids: list[str]) -> list[Job]:
     return [(workers.append_many, (session_ids, w, APPENDS_PER_WRITER)) for w in range(WRITERS)]
 
 
-@pytest.mark.postgres
+@pytest.mark.server
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("sessions", [1, 50])
 def test_processes_appending_at_once(sessions: int) -> None:
@@ -139,6 +140,36 @@ def test_threads_appending_at_once(sessions: int) -> None:
     written = run_at_once(writer_jobs(session_ids), processes=False)
     assert written == [APPENDS_PER_WRITER] * WRITERS
     assert_nothing_lost(session_ids, processes=WRITERS, kind="threads")
+
+
+NEW_SESSIONS = scaled(ci=40, long=400)
+
+
+@pytest.mark.parametrize(
+    "processes",
+    [
+        pytest.param(True, marks=pytest.mark.server, id="processes"),
+        pytest.param(False, id="threads"),
+    ],
+)
+@pytest.mark.django_db(transaction=True)
+def test_writers_racing_to_create_each_new_session(processes: bool) -> None:
+    # Every append is a first append to its session, raced by the others:
+    # where creating the row takes the wrong locks, writers deadlock here.
+    jobs: list[Job] = [
+        (workers.append_to_new_sessions, ("fresh", NEW_SESSIONS, w)) for w in range(WRITERS)
+    ]
+    assert run_at_once(jobs, processes=processes) == [NEW_SESSIONS] * WRITERS
+    for index in range(NEW_SESSIONS):
+        kept = kept_appends(f"fresh-{index}")
+        assert kept == {writer: [index] for writer in range(WRITERS)}, f"fresh-{index}"
+    record(
+        f"new sessions raced ({'processes' if processes else 'threads'})",
+        runs=1,
+        writers=WRITERS,
+        sessions=NEW_SESSIONS,
+        appends=WRITERS * NEW_SESSIONS,
+    )
 
 
 CLEARS = 5
@@ -166,7 +197,7 @@ def assert_only_whole_appends_after_a_clear(session_id: str, clears: int, *, kin
 @pytest.mark.parametrize(
     "processes",
     [
-        pytest.param(True, marks=pytest.mark.postgres, id="processes"),
+        pytest.param(True, marks=pytest.mark.server, id="processes"),
         pytest.param(False, id="threads"),
     ],
 )

@@ -104,3 +104,34 @@ def clear_repeatedly(
     finally:
         connection.close()
     return cleared
+
+
+def append_to_new_sessions(
+    database_name: str | None, prefix: str, count: int, writer: int, start_at: float
+) -> int:
+    """Append once to each of ``prefix-0`` .. ``prefix-<count-1>``, in order.
+
+    Every writer walks the same sessions in the same order, so each append
+    races the other writers' to create its session. Returns the appends made.
+    """
+    if database_name is not None:
+        setup_django(database_name)
+    from django.db import connection
+
+    from anvia_django.core.memory import MemoryAppendInput, MemoryContext
+    from anvia_django.persistence import append_messages
+
+    wait_until(start_at)
+    try:
+        for index in range(count):
+            append_messages(
+                MemoryAppendInput(
+                    context=MemoryContext(f"{prefix}-{index}"),
+                    run_id=f"writer-{writer}",
+                    turn=index + 1,
+                    messages=writer_messages(writer, index),
+                )
+            )
+    finally:
+        connection.close()
+    return count

@@ -68,12 +68,15 @@ def assert_gap_free(session_id: str) -> None:
 
 
 def kill_backend() -> None:
-    """End the test connection's PostgreSQL backend from another connection,
-    as a server restart or an idle timeout would."""
+    """End the test connection on the server (PostgreSQL or MariaDB/MySQL)
+    from another connection, as a server restart or an idle timeout would."""
     from django.db import connection, connections
 
     connection.ensure_connection()
     assert connection.connection is not None
-    pid = connection.connection.info.backend_pid
     with connections["other"].cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        if connection.vendor == "mysql":
+            cursor.execute("KILL CONNECTION %s", [connection.connection.thread_id()])
+        else:
+            pid = connection.connection.info.backend_pid
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])

@@ -295,7 +295,7 @@ def test_concurrent_first_writes_keep_every_batch_whole() -> None:
         assert stored[start : start + 2] == [f"{prefix}:q", f"{prefix}:a"]
 
 
-@pytest.mark.postgres
+@pytest.mark.server
 @pytest.mark.django_db(transaction=True, databases=["default", "other"])
 def test_a_connection_lost_between_calls_is_survived_without_duplicates() -> None:
     history = DjangoChatMessageHistory("retry")

@@ -390,7 +390,7 @@ def test_concurrent_pops_return_each_item_once() -> None:
     assert Conversation.objects.get().message_count == 0
 
 
-@pytest.mark.postgres
+@pytest.mark.server
 @pytest.mark.django_db(transaction=True, databases=["default", "other"])
 def test_a_connection_lost_between_calls_is_survived_without_duplicates() -> None:
     session = DjangoSession("retry")

@@ -242,8 +242,12 @@ def kill_connection(kind: str) -> None:
         pid = connection.connection.info.backend_pid
         with connections["other"].cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    elif connection.vendor == "mysql":
+        thread_id = connection.connection.thread_id()
+        with connections["other"].cursor() as cursor:
+            cursor.execute("KILL CONNECTION %s", [thread_id])
     else:
-        pytest.skip("only PostgreSQL has a server to kill the connection on")
+        pytest.skip("SQLite has no server to kill the connection on")
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "other"])
@@ -292,7 +296,7 @@ def test_an_error_on_a_connection_the_call_opened_itself_is_not_retried() -> Non
     assert snapshot() == before
 
 
-@pytest.mark.postgres
+@pytest.mark.server
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_lost_in_the_middle_of_an_append_is_retried_once() -> None:
     request = append_input("busy", [user("c"), assistant("d")], run_id="run-4", user_id="u")
