@@ -15,7 +15,7 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
-from anvia_django.persistence.estimates import estimated_row_count
+from anvia_django.persistence.dialects import estimated_row_count
 
 ESTIMATE_ABOVE = 100_000
 """Below this many estimated rows an exact count is cheap enough."""
@@ -39,4 +39,4 @@ class EstimatedCountPaginator(_Paginator):
 def _estimated_rows(object_list: Any) -> int | None:
     if not isinstance(object_list, QuerySet) or object_list.query.where:
         return None
-    return estimated_row_count(object_list.model, object_list.db)
+    return estimated_row_count(object_list.db, object_list.model)
