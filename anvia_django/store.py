@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 
+from .core.memory.runs import MemoryRunInput
 from .core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -25,6 +26,7 @@ from .persistence import (
     list_conversation_summaries,
     load_messages,
     record_failed_run,
+    record_run,
 )
 
 
@@ -76,3 +78,6 @@ class DjangoMemoryStore:
 
     async def record_error(self, input: MemoryErrorInput) -> None:
         await sync_to_async(record_failed_run)(input, using=self.using)
+
+    async def record_run(self, input: MemoryRunInput) -> None:
+        await sync_to_async(record_run)(input, using=self.using)

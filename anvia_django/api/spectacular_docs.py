@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 
 from .serializers import (
     ConversationMessageSerializer,
+    ConversationRunsSerializer,
     ConversationSerializer,
     ConversationSummarySerializer,
     MessageField,
@@ -85,6 +86,24 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         ],
         "responses": {
             200: ConversationMessageSerializer(many=True),
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+    "runs": {
+        "tags": ["anvia-django inspector"],
+        "summary": "A conversation's runs, newest first, with token totals over all of them",
+        "description": (
+            "Each message's `runId` names its run here. Token counts are null where the "
+            "model did not report them; `totals` sum what was reported."
+        ),
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            OpenApiParameter("runId", OpenApiTypes.STR, description="Only this run."),
+        ],
+        "responses": {
+            200: ConversationRunsSerializer,
             400: _BAD_REQUEST,
             403: _UNAUTHORIZED,
             404: _NOT_FOUND,

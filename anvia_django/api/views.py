@@ -27,16 +27,19 @@ from anvia_django.persistence import (
     find_conversation,
     list_conversation_page,
     list_message_page,
+    list_runs,
+    run_totals,
 )
 
 from .cursors import decode_cursor, encode_cursor
 from .openapi import documented, view_schema
 from .owners import visibility
 from .pagination import next_link
-from .params import after_param, limit_param, user_id_param
+from .params import after_param, identifier_param, limit_param, user_id_param
 from .permissions import authentication_classes, permission_classes
 from .serializers import (
     ConversationMessageSerializer,
+    ConversationRunsSerializer,
     ConversationSerializer,
     ConversationSummarySerializer,
 )
@@ -106,6 +109,22 @@ class ConversationViewSet(viewsets.ViewSet):
         if page.next_after is not None:
             headers["Link"] = next_link(request, after=page.next_after)
         return Response(ConversationMessageSerializer(page.items, many=True).data, headers=headers)
+
+    @documented("runs")
+    @action(detail=True, methods=["get"])
+    def runs(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        run_id = identifier_param(request, "runId")
+        found = self._find(request, ref)
+        data = {
+            "totals": run_totals(found.id),
+            "runs": list_runs(found.id, limit=limit, run_id=run_id),
+        }
+        return Response(ConversationRunsSerializer(data).data)
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)

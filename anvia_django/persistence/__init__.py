@@ -31,6 +31,7 @@ from .maintenance import (
     resolve_conversation,
 )
 from .reads import load_latest_messages, load_messages
+from .runs import list_runs, record_run, run_totals, usage_by_user
 from .writes import (
     append_messages,
     clear_conversation,
@@ -60,11 +61,15 @@ __all__ = [
     "list_conversation_summaries",
     "list_failed_runs",
     "list_message_page",
+    "list_runs",
     "load_latest_messages",
     "load_messages",
     "pop_last_message",
     "record_failed_run",
+    "record_run",
     "resolve_conversation",
+    "run_totals",
+    "usage_by_user",
     "validate_after",
     "validate_limit",
 ]

@@ -3,6 +3,15 @@
 from .errors import ConversationScopeError, InvalidMemoryInputError, MemoryNotConfiguredError
 from .in_process import InProcessMemoryInspector, InProcessMemoryStore
 from .options import resolve_memory_options
+from .runs import (
+    RUN_STATUSES,
+    MemoryRunInput,
+    RunRecord,
+    RunRecordingMemoryStore,
+    RunStatus,
+    RunTotals,
+    TokenUsage,
+)
 from .types import (
     SAVE_POLICIES,
     ErrorRecordingMemoryStore,
@@ -29,6 +38,7 @@ from .validation import InputLimits
 from .window import window_start
 
 __all__ = [
+    "RUN_STATUSES",
     "SAVE_POLICIES",
     "ConversationScopeError",
     "ErrorRecordingMemoryStore",
@@ -49,11 +59,17 @@ __all__ = [
     "MemoryNotConfiguredError",
     "MemoryOptions",
     "MemoryRegistration",
+    "MemoryRunInput",
     "MemorySavePolicy",
     "MemoryStore",
     "Message",
     "ResolvedMemoryOptions",
+    "RunRecord",
+    "RunRecordingMemoryStore",
+    "RunStatus",
+    "RunTotals",
     "SessionOptions",
+    "TokenUsage",
     "get_inspector",
     "resolve_memory_options",
     "window_start",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
+from .runs import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
 from .types import (
     FailedRunRecord,
     JsonObject,
@@ -58,6 +59,7 @@ class _Conversation:
     """Creation order, which breaks ties between equal ``updated_at``."""
     rows: list[_Row] = field(default_factory=list)
     failed_runs: list[FailedRunRecord] = field(default_factory=list)
+    runs: dict[str, RunRecord] = field(default_factory=dict)
 
 
 class InProcessMemoryStore:
@@ -134,6 +136,48 @@ class InProcessMemoryStore:
                     created_at=now,
                 )
             )
+
+    async def record_run(self, input: MemoryRunInput) -> None:
+        validate_run_input(input, self.limits)
+        with self._lock:
+            now = self._now()
+            conversation = self._scoped(input.context) or self._create(input.context, now)
+            self._touch(conversation, input.context, now)
+            failed = next(
+                (f for f in reversed(conversation.failed_runs) if f.run_id == input.run_id), None
+            )
+            linked = failed if input.status == "failed" else None
+            # Keyed by run id: a retried record replaces the first, alike.
+            conversation.runs[input.run_id] = RunRecord(
+                run_id=input.run_id,
+                status=input.status,
+                started_at=input.started_at,
+                finished_at=input.finished_at,
+                model=input.model,
+                usage=input.usage or TokenUsage(),
+                message_count=input.message_count,
+                error_type=linked.error_type if linked else None,
+                error_message=linked.error_message if linked else None,
+            )
+
+    def runs(self, session_id: str) -> list[RunRecord]:
+        """The session's run records, newest first (by start time)."""
+        with self._lock:
+            conversation = self._conversations.get(session_id)
+            records = list(conversation.runs.values()) if conversation else []
+        return sorted(records, key=lambda r: r.started_at, reverse=True)
+
+    def run_totals(self, session_id: str) -> RunTotals:
+        """Sums over the session's runs, as the Django store reports them."""
+        records = self.runs(session_id)
+        usage = sum((r.usage for r in records), TokenUsage())
+        return RunTotals(
+            runs=len(records),
+            failed_runs=sum(r.status == "failed" for r in records),
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            total_tokens=usage.total_tokens or 0,
+        )
 
     def failed_runs(self, session_id: str) -> list[FailedRunRecord]:
         """The runs ``record_error`` kept for a session, oldest first."""

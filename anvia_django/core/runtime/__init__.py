@@ -4,7 +4,7 @@ from .agent import Agent
 from .builder import DEFAULT_MAX_TURNS, AgentBuilder
 from .conversation import repair_tool_exchanges
 from .errors import InvalidModelOutputError, TurnLimitExceededError
-from .model import ChatModel, ToolSpec
+from .model import ChatModel, ModelReply, ToolSpec, UsageReportingChatModel
 from .run import AgentResponse
 from .session import AgentSession, Prompt
 from .tools import Tool, make_tool
@@ -17,10 +17,12 @@ __all__ = [
     "AgentSession",
     "ChatModel",
     "InvalidModelOutputError",
+    "ModelReply",
     "Prompt",
     "Tool",
     "ToolSpec",
     "TurnLimitExceededError",
+    "UsageReportingChatModel",
     "make_tool",
     "repair_tool_exchanges",
 ]
