@@ -27,6 +27,7 @@ from .persistence import (
     load_messages,
     record_failed_run,
     record_run,
+    rewind_conversation,
 )
 
 
@@ -81,3 +82,7 @@ class DjangoMemoryStore:
 
     async def record_run(self, input: MemoryRunInput) -> None:
         await sync_to_async(record_run)(input, using=self.using)
+
+    async def rewind(self, context: MemoryContext, to_position: int) -> int:
+        """Remove the session's messages from ``to_position`` on; return how many."""
+        return await sync_to_async(rewind_conversation)(context, to_position, using=self.using)

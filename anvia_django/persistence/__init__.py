@@ -31,6 +31,7 @@ from .maintenance import (
     resolve_conversation,
 )
 from .reads import load_latest_messages, load_messages
+from .rewind import rewind_conversation
 from .runs import list_runs, record_run, run_totals, usage_by_user
 from .writes import (
     append_messages,
@@ -68,6 +69,7 @@ __all__ = [
     "record_failed_run",
     "record_run",
     "resolve_conversation",
+    "rewind_conversation",
     "run_totals",
     "usage_by_user",
     "validate_after",

@@ -1,6 +1,12 @@
 """The Anvia memory contract (``@anvia/core/memory`` in Python). No Django needed."""
 
-from .errors import ConversationScopeError, InvalidMemoryInputError, MemoryNotConfiguredError
+from .branches import ForkableMemoryStore, ForkLineage, MemoryForkInput, RewindableMemoryStore
+from .errors import (
+    ConversationScopeError,
+    InvalidMemoryInputError,
+    MemoryCapabilityError,
+    MemoryNotConfiguredError,
+)
 from .in_process import InProcessMemoryInspector, InProcessMemoryStore
 from .options import resolve_memory_options
 from .runs import (
@@ -43,18 +49,22 @@ __all__ = [
     "ConversationScopeError",
     "ErrorRecordingMemoryStore",
     "FailedRunRecord",
+    "ForkLineage",
+    "ForkableMemoryStore",
     "InProcessMemoryInspector",
     "InProcessMemoryStore",
     "InputLimits",
     "InvalidMemoryInputError",
     "JsonObject",
     "MemoryAppendInput",
+    "MemoryCapabilityError",
     "MemoryContext",
     "MemoryConversation",
     "MemoryConversationListOptions",
     "MemoryConversationMessage",
     "MemoryConversationSummary",
     "MemoryErrorInput",
+    "MemoryForkInput",
     "MemoryInspector",
     "MemoryNotConfiguredError",
     "MemoryOptions",
@@ -64,6 +74,7 @@ __all__ = [
     "MemoryStore",
     "Message",
     "ResolvedMemoryOptions",
+    "RewindableMemoryStore",
     "RunRecord",
     "RunRecordingMemoryStore",
     "RunStatus",

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from .branches import check_position_within, validate_position
 from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
 from .runs import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
 from .types import (
@@ -47,6 +48,13 @@ class _Row:
     """The message as compact JSON: every read decodes a fresh copy."""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredSummary:
+    covers_through: int
+    encoded: str
+    created_at: datetime
+
+
 @dataclass(slots=True)
 class _Conversation:
     ref: str
@@ -60,6 +68,8 @@ class _Conversation:
     rows: list[_Row] = field(default_factory=list)
     failed_runs: list[FailedRunRecord] = field(default_factory=list)
     runs: dict[str, RunRecord] = field(default_factory=dict)
+    summaries: list[StoredSummary] = field(default_factory=list)
+    """Oldest first; the last one is what ``load`` shows."""
 
 
 class InProcessMemoryStore:
@@ -159,6 +169,24 @@ class InProcessMemoryStore:
                 error_type=linked.error_type if linked else None,
                 error_message=linked.error_message if linked else None,
             )
+
+    async def rewind(self, context: MemoryContext, to_position: int) -> int:
+        """Remove the session's messages from ``to_position`` on; return how many."""
+        validate_context(context, self.limits)
+        validate_position(to_position, "to_position")
+        with self._lock:
+            conversation = self._scoped(context)
+            rows = conversation.rows if conversation else []
+            check_position_within(to_position, len(rows), "to_position")
+            if conversation is None or to_position == len(rows):
+                return 0
+            removed = len(rows) - to_position
+            del rows[to_position:]
+            conversation.summaries = [
+                s for s in conversation.summaries if s.covers_through < to_position
+            ]
+            conversation.updated_at = self._now()
+            return removed
 
     def runs(self, session_id: str) -> list[RunRecord]:
         """The session's run records, newest first (by start time)."""

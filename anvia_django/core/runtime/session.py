@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from anvia_django.core.memory.errors import MemoryCapabilityError
 from anvia_django.core.memory.types import MemoryContext, MemoryStore, Message
 
 from .run import AgentResponse, execute_run
@@ -37,6 +38,21 @@ class AgentSession:
     async def clear(self) -> None:
         """Delete the session's history (and failed runs) from the store."""
         await self._store.clear(self.context)
+
+    async def rewind(self, to_position: int) -> int:
+        """Remove the stored messages from ``to_position`` (0-based) onwards;
+        return how many were removed.
+
+        For "edit and regenerate": rewind to the edited user message's
+        position, then send the edited text as a new prompt.
+        """
+        rewind = getattr(self._store, "rewind", None)
+        if not callable(rewind):
+            raise MemoryCapabilityError(
+                f"{type(self._store).__name__} cannot rewind a conversation (it has no rewind())."
+            )
+        removed: int = await rewind(self.context, to_position)
+        return removed
 
 
 @dataclass(frozen=True, slots=True)
