@@ -19,7 +19,7 @@ from anvia_django.core.memory import (
     MemoryCapabilityError,
     MemoryContext,
 )
-from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.models import AgentRun, Conversation, MemoryMessage
 from anvia_django.persistence import append_messages, rewind_conversation
 from anvia_django.store import DjangoMemoryStore
 from example_project.demo.agent import build_agent
@@ -174,7 +174,7 @@ def test_edit_and_regenerate_through_the_runtime_with_the_offline_model() -> Non
     )
     assert positions == list(range(conversation.message_count))
     # Every run keeps its record, the regenerated one included.
-    runs = set(conversation.runs.values_list("run_id", flat=True))
+    runs = set(AgentRun.objects.filter(conversation=conversation).values_list("run_id", flat=True))
     assert runs == {first.run_id, second.run_id, regenerated.run_id}
     assert regenerated.usage.total_tokens
 
