@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 
+from .core.memory.branches import MemoryForkInput
 from .core.memory.runs import MemoryRunInput
 from .core.memory.types import (
     MemoryAppendInput,
@@ -22,6 +23,7 @@ from .core.memory.types import (
 from .persistence import (
     append_messages,
     clear_conversation,
+    fork_conversation,
     get_conversation_with_messages,
     list_conversation_summaries,
     load_messages,
@@ -86,3 +88,7 @@ class DjangoMemoryStore:
     async def rewind(self, context: MemoryContext, to_position: int) -> int:
         """Remove the session's messages from ``to_position`` on; return how many."""
         return await sync_to_async(rewind_conversation)(context, to_position, using=self.using)
+
+    async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
+        """A new conversation from the first ``input.position`` messages of another."""
+        return await sync_to_async(fork_conversation)(input, using=self.using)

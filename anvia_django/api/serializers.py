@@ -96,3 +96,17 @@ class ConversationRunsSerializer(serializers.Serializer[object]):
 
     totals = RunTotalsSerializer(read_only=True)
     runs = RunSerializer(many=True, read_only=True)
+
+
+class ForkLineageSerializer(serializers.Serializer[object]):
+    """One end of a fork; ``ref`` and ``sessionId`` are null once that
+    conversation is deleted (or not the caller's)."""
+
+    ref = serializers.CharField(read_only=True, allow_null=True)
+    sessionId = serializers.CharField(source="session_id", read_only=True, allow_null=True)
+    position = serializers.IntegerField(read_only=True, min_value=0)
+
+
+class LineageSerializer(serializers.Serializer[object]):
+    forkedFrom = ForkLineageSerializer(source="forked_from", read_only=True, allow_null=True)
+    forks = ForkLineageSerializer(many=True, read_only=True)

@@ -12,6 +12,7 @@ from .serializers import (
     ConversationRunsSerializer,
     ConversationSerializer,
     ConversationSummarySerializer,
+    LineageSerializer,
     MessageField,
     MetadataField,
 )
@@ -104,6 +105,21 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         ],
         "responses": {
             200: ConversationRunsSerializer,
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+    "lineage": {
+        "tags": ["anvia-django inspector"],
+        "summary": "Where a conversation was forked from, and its forks (newest first)",
+        "description": (
+            "`position` is how many of the source's messages the fork copied. A deleted "
+            "source (or another user's, in owner mode) has a null `ref` and `sessionId`."
+        ),
+        "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
+        "responses": {
+            200: LineageSerializer,
             400: _BAD_REQUEST,
             403: _UNAUTHORIZED,
             404: _NOT_FOUND,

@@ -24,6 +24,7 @@ from anvia_django.conf import app_settings
 from anvia_django.core.memory.types import MemoryConversation
 from anvia_django.persistence import (
     FoundConversation,
+    conversation_lineage,
     find_conversation,
     list_conversation_page,
     list_message_page,
@@ -42,6 +43,7 @@ from .serializers import (
     ConversationRunsSerializer,
     ConversationSerializer,
     ConversationSummarySerializer,
+    LineageSerializer,
 )
 
 
@@ -125,6 +127,19 @@ class ConversationViewSet(viewsets.ViewSet):
             "runs": list_runs(found.id, limit=limit, run_id=run_id),
         }
         return Response(ConversationRunsSerializer(data).data)
+
+    @documented("lineage")
+    @action(detail=True, methods=["get"])
+    def lineage(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        found = self._find(request, ref)
+        user_id = visibility(request).user_id
+        lineage = conversation_lineage(found.id, user_id=user_id, limit=limit)
+        return Response(LineageSerializer(lineage).data)
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)

@@ -5,6 +5,7 @@ these functions; none of them queries the models on its own.
 """
 
 from .deletion import DeletionCounts
+from .forks import conversation_lineage, fork_conversation
 from .inspection import (
     ConversationKey,
     ConversationPage,
@@ -52,10 +53,12 @@ __all__ = [
     "MessagePage",
     "append_messages",
     "clear_conversation",
+    "conversation_lineage",
     "count_conversations",
     "delete_matching_conversations",
     "erase_user_conversations",
     "find_conversation",
+    "fork_conversation",
     "get_conversation_with_messages",
     "iter_export_records",
     "list_conversation_page",

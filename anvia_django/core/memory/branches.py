@@ -40,13 +40,23 @@ class MemoryForkInput:
 
 @dataclass(frozen=True, slots=True)
 class ForkLineage:
-    """Where a conversation came from, or one of its forks."""
+    """Where a conversation came from, or one of its forks.
 
-    ref: str
+    ``ref`` and ``session_id`` are ``None`` when that conversation has since
+    been deleted (or the reader may not see it).
+    """
+
+    ref: str | None
     session_id: str | None
-    """``None`` when the source conversation has since been deleted."""
     position: int
     """How many messages of the source the fork copied."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    forked_from: ForkLineage | None
+    forks: list[ForkLineage]
+    """Newest first."""
 
 
 @runtime_checkable

@@ -14,7 +14,14 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .branches import check_position_within, validate_position
+from .branches import (
+    ForkLineage,
+    Lineage,
+    MemoryForkInput,
+    check_position_within,
+    validate_fork_input,
+    validate_position,
+)
 from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
 from .runs import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
 from .types import (
@@ -70,6 +77,8 @@ class _Conversation:
     runs: dict[str, RunRecord] = field(default_factory=dict)
     summaries: list[StoredSummary] = field(default_factory=list)
     """Oldest first; the last one is what ``load`` shows."""
+    forked_from: tuple[str, int] | None = None
+    """The source's ref and how many of its messages were copied."""
 
 
 class InProcessMemoryStore:
@@ -187,6 +196,65 @@ class InProcessMemoryStore:
             ]
             conversation.updated_at = self._now()
             return removed
+
+    async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
+        """A new conversation from the first ``input.position`` messages of another."""
+        validate_fork_input(input, self.limits)
+        with self._lock:
+            source = self._scoped(input.source)
+            if source is None:
+                raise InvalidMemoryInputError(
+                    "has no conversation to fork", path="source.session_id"
+                )
+            user_id = input.user_id if input.user_id is not None else source.user_id
+            if input.source.user_id and user_id != input.source.user_id:
+                raise ConversationScopeError(
+                    "A fork belongs to the user of its source; only trusted server code "
+                    "may give it to another user. Nothing was written."
+                )
+            check_position_within(input.position, len(source.rows), "position")
+            if input.session_id in self._conversations:
+                raise InvalidMemoryInputError(
+                    "already names a conversation; a fork needs a new session id",
+                    path="session_id",
+                )
+            fork = self._create(MemoryContext(input.session_id, user_id), self._now())
+            fork.metadata = (
+                json.dumps(input.metadata) if input.metadata is not None else source.metadata
+            )
+            fork.rows = source.rows[: input.position]
+            fork.summaries = [s for s in source.summaries if s.covers_through < input.position]
+            fork.forked_from = (source.ref, input.position)
+            return self._summary(fork)
+
+    def lineage(self, session_id: str) -> Lineage:
+        """Where the session was forked from, and its forks (newest first)."""
+        with self._lock:
+            conversation = self._conversations.get(session_id)
+            if conversation is None:
+                return Lineage(None, [])
+            by_ref = {c.ref: c for c in self._conversations.values()}
+            forked_from = None
+            if conversation.forked_from is not None:
+                ref, position = conversation.forked_from
+                source = by_ref.get(ref)
+                forked_from = ForkLineage(
+                    ref if source else None, source.session_id if source else None, position
+                )
+            forks = [
+                c
+                for c in self._conversations.values()
+                if c.forked_from is not None and c.forked_from[0] == conversation.ref
+            ]
+            forks.sort(key=lambda c: c.sequence, reverse=True)
+            return Lineage(
+                forked_from,
+                [
+                    ForkLineage(c.ref, c.session_id, c.forked_from[1])
+                    for c in forks
+                    if c.forked_from
+                ],
+            )
 
     def runs(self, session_id: str) -> list[RunRecord]:
         """The session's run records, newest first (by start time)."""

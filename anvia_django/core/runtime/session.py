@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from anvia_django.core.memory.branches import MemoryForkInput
 from anvia_django.core.memory.errors import MemoryCapabilityError
-from anvia_django.core.memory.types import MemoryContext, MemoryStore, Message
+from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryStore, Message
 
 from .run import AgentResponse, execute_run
 
@@ -53,6 +54,29 @@ class AgentSession:
             )
         removed: int = await rewind(self.context, to_position)
         return removed
+
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        up_to: int,
+        user_id: str | None = None,
+        metadata: JsonObject | None = None,
+    ) -> AgentSession:
+        """Copy the first ``up_to`` stored messages into a new session, and return it.
+
+        The original stays as it is, so a fork keeps both branches. The new
+        session belongs to this session's user; ``user_id`` may name another
+        only when this session has none (trusted server code).
+        """
+        fork = getattr(self._store, "fork", None)
+        if not callable(fork):
+            raise MemoryCapabilityError(
+                f"{type(self._store).__name__} cannot fork a conversation (it has no fork())."
+            )
+        await fork(MemoryForkInput(self.context, session_id, up_to, user_id, metadata))
+        owner = user_id if user_id is not None else self.context.user_id
+        return self.agent.session(session_id, user_id=owner, metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True)
