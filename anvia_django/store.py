@@ -10,6 +10,7 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 
 from .core.memory.branches import MemoryForkInput
+from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.runs import MemoryRunInput
 from .core.memory.types import (
     MemoryAppendInput,
@@ -27,9 +28,11 @@ from .persistence import (
     get_conversation_with_messages,
     list_conversation_summaries,
     load_messages,
+    plan_compaction,
     record_failed_run,
     record_run,
     rewind_conversation,
+    write_summary,
 )
 
 
@@ -71,7 +74,9 @@ class DjangoMemoryStore:
         return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
-        return await sync_to_async(load_messages)(context, using=self.using, limit=self.load_limit)
+        return await sync_to_async(load_messages)(
+            context, using=self.using, limit=self.load_limit, summaries=True
+        )
 
     async def append(self, input: MemoryAppendInput) -> None:
         await sync_to_async(append_messages)(input, using=self.using)
@@ -92,3 +97,21 @@ class DjangoMemoryStore:
     async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
         """A new conversation from the first ``input.position`` messages of another."""
         return await sync_to_async(fork_conversation)(input, using=self.using)
+
+    async def compact(self, input: MemoryCompactionInput) -> int | None:
+        """Fold the oldest part of the transcript into a summary (see
+        :class:`~anvia_django.core.memory.compaction.MemoryCompactionInput`);
+        return the last position it covers, or ``None`` if nothing was written."""
+
+        async def plan() -> CompactionPlan | None:
+            return await sync_to_async(plan_compaction)(
+                input.context,
+                keep_messages=input.keep_messages,
+                keep_tokens=input.keep_tokens,
+                using=self.using,
+            )
+
+        async def write(planned: CompactionPlan, text: str) -> bool:
+            return await sync_to_async(write_summary)(planned, text, using=self.using)
+
+        return await compact_in_steps(input, plan, write)

@@ -16,6 +16,7 @@ from anvia_django.persistence import (
     list_failed_runs,
     list_message_page,
     list_runs,
+    list_summaries,
     run_totals,
 )
 
@@ -26,8 +27,10 @@ from .transcript import json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
 FORKS_SHOWN = 20
+SUMMARIES_SHOWN = 5
 RUNS_SHOWN = 20
 FORKS_SHOWN = 20
+SUMMARIES_SHOWN = 5
 
 
 class ConversationAdmin(ReadOnlyAdminMixin):
@@ -87,6 +90,7 @@ class ConversationAdmin(ReadOnlyAdminMixin):
         )
         return {
             "lineage": conversation_lineage(obj.pk, limit=FORKS_SHOWN),
+            "summaries": list_summaries(obj.pk, limit=SUMMARIES_SHOWN),
             "forks_shown": FORKS_SHOWN,
             "conversation_by_ref_url": f"{changelist}?ref__exact=",
             "all_forks_url": f"{changelist}?forked_from__id__exact={obj.pk}",

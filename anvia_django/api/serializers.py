@@ -110,3 +110,11 @@ class ForkLineageSerializer(serializers.Serializer[object]):
 class LineageSerializer(serializers.Serializer[object]):
     forkedFrom = ForkLineageSerializer(source="forked_from", read_only=True, allow_null=True)
     forks = ForkLineageSerializer(many=True, read_only=True)
+
+
+class SummarySerializer(serializers.Serializer[object]):
+    """A compaction summary; ``load`` shows it in place of positions 0..coversThrough."""
+
+    coversThrough = serializers.IntegerField(source="covers_through", read_only=True, min_value=0)
+    createdAt = UtcDateTimeField(source="created_at")
+    message = MessageField(read_only=True)

@@ -15,6 +15,7 @@ from .serializers import (
     LineageSerializer,
     MessageField,
     MetadataField,
+    SummarySerializer,
 )
 
 extend_schema_field(
@@ -120,6 +121,21 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
         "responses": {
             200: LineageSerializer,
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+    "summaries": {
+        "tags": ["anvia-django inspector"],
+        "summary": "A conversation's compaction summaries, newest first",
+        "description": (
+            "The agent's memory loads the newest summary followed by the messages after "
+            "`coversThrough`; the full transcript stays under `messages`."
+        ),
+        "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
+        "responses": {
+            200: SummarySerializer(many=True),
             400: _BAD_REQUEST,
             403: _UNAUTHORIZED,
             404: _NOT_FOUND,

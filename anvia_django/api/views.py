@@ -29,6 +29,7 @@ from anvia_django.persistence import (
     list_conversation_page,
     list_message_page,
     list_runs,
+    list_summaries,
     run_totals,
 )
 
@@ -44,6 +45,7 @@ from .serializers import (
     ConversationSerializer,
     ConversationSummarySerializer,
     LineageSerializer,
+    SummarySerializer,
 )
 
 
@@ -140,6 +142,18 @@ class ConversationViewSet(viewsets.ViewSet):
         user_id = visibility(request).user_id
         lineage = conversation_lineage(found.id, user_id=user_id, limit=limit)
         return Response(LineageSerializer(lineage).data)
+
+    @documented("summaries")
+    @action(detail=True, methods=["get"])
+    def summaries(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        found = self._find(request, ref)
+        records = list_summaries(found.id, limit=limit)
+        return Response(SummarySerializer(records, many=True).data)
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)

@@ -4,6 +4,7 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
+from .compaction import list_summaries, load_compacted, plan_compaction, write_summary
 from .deletion import DeletionCounts
 from .forks import conversation_lineage, fork_conversation
 from .inspection import (
@@ -66,8 +67,11 @@ __all__ = [
     "list_failed_runs",
     "list_message_page",
     "list_runs",
+    "list_summaries",
+    "load_compacted",
     "load_latest_messages",
     "load_messages",
+    "plan_compaction",
     "pop_last_message",
     "record_failed_run",
     "record_run",
@@ -77,4 +81,5 @@ __all__ = [
     "usage_by_user",
     "validate_after",
     "validate_limit",
+    "write_summary",
 ]

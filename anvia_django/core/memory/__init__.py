@@ -1,6 +1,14 @@
 """The Anvia memory contract (``@anvia/core/memory`` in Python). No Django needed."""
 
 from .branches import ForkableMemoryStore, ForkLineage, MemoryForkInput, RewindableMemoryStore
+from .compaction import (
+    CompactingMemoryStore,
+    CompactionPlan,
+    MemoryCompactionInput,
+    Summariser,
+    SummaryRecord,
+    estimate_tokens,
+)
 from .errors import (
     ConversationScopeError,
     InvalidMemoryInputError,
@@ -46,6 +54,8 @@ from .window import window_start
 __all__ = [
     "RUN_STATUSES",
     "SAVE_POLICIES",
+    "CompactingMemoryStore",
+    "CompactionPlan",
     "ConversationScopeError",
     "ErrorRecordingMemoryStore",
     "FailedRunRecord",
@@ -58,6 +68,7 @@ __all__ = [
     "JsonObject",
     "MemoryAppendInput",
     "MemoryCapabilityError",
+    "MemoryCompactionInput",
     "MemoryContext",
     "MemoryConversation",
     "MemoryConversationListOptions",
@@ -80,7 +91,10 @@ __all__ = [
     "RunStatus",
     "RunTotals",
     "SessionOptions",
+    "Summariser",
+    "SummaryRecord",
     "TokenUsage",
+    "estimate_tokens",
     "get_inspector",
     "resolve_memory_options",
     "window_start",

@@ -8,6 +8,7 @@ Nothing survives the process.
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 import threading
@@ -21,6 +22,16 @@ from .branches import (
     check_position_within,
     validate_fork_input,
     validate_position,
+)
+from .compaction import (
+    CompactionPlan,
+    MemoryCompactionInput,
+    SummaryRecord,
+    compact_in_steps,
+    kept_from,
+    summary_message,
+    summary_text,
+    window_after_summary,
 )
 from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
 from .runs import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
@@ -42,8 +53,11 @@ from .validation import (
     validate_append,
     validate_context,
     validate_error_input,
+    validate_message,
 )
 from .window import window_start
+
+_SERIALS: itertools.count[int] = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +67,9 @@ class _Row:
     created_at: datetime
     encoded: str
     """The message as compact JSON: every read decodes a fresh copy."""
+    serial: int = field(default_factory=lambda: next(_SERIALS))
+    """Unique per stored row, so a compaction can tell a rewound-and-refilled
+    position from the one it planned on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +129,12 @@ class InProcessMemoryStore:
         with self._lock:
             conversation = self._scoped(context)
             rows = list(conversation.rows) if conversation else []
+            summary = (
+                conversation.summaries[-1] if conversation and conversation.summaries else None
+            )
+        if summary is not None:
+            after = [(r.run_id, json.loads(r.encoded)) for r in rows[summary.covers_through + 1 :]]
+            return window_after_summary(json.loads(summary.encoded), after, self.load_limit)
         if self.load_limit is not None:
             tail = rows[-(self.load_limit + 1) :]
             rows = tail[window_start([r.run_id for r in tail], self.load_limit) :]
@@ -226,6 +249,67 @@ class InProcessMemoryStore:
             fork.summaries = [s for s in source.summaries if s.covers_through < input.position]
             fork.forked_from = (source.ref, input.position)
             return self._summary(fork)
+
+    async def compact(self, input: MemoryCompactionInput) -> int | None:
+        """Fold the oldest part of the transcript into a summary; return the
+        last position it covers, or ``None`` if nothing was written."""
+
+        async def plan() -> CompactionPlan | None:
+            validate_context(input.context, self.limits)
+            with self._lock:
+                conversation = self._scoped(input.context)
+                if conversation is None:
+                    return None
+                previous = conversation.summaries[-1] if conversation.summaries else None
+                first = previous.covers_through + 1 if previous else 0
+                rows = conversation.rows[first:]
+            messages = [json.loads(r.encoded) for r in rows]
+            start = kept_from(
+                messages,
+                [r.run_id for r in rows],
+                keep_messages=input.keep_messages,
+                keep_tokens=input.keep_tokens,
+            )
+            if start == 0:
+                return None
+            return CompactionPlan(
+                context=input.context,
+                previous_summary=summary_text(json.loads(previous.encoded)) if previous else None,
+                previous_covers_through=previous.covers_through if previous else None,
+                messages=messages[:start],
+                covers_through=first + start - 1,
+                anchor=str(rows[start - 1].serial),
+            )
+
+        async def write(planned: CompactionPlan, text: str) -> bool:
+            encoded = validate_message(summary_message(text), "summary", self.limits)
+            with self._lock:
+                conversation = self._scoped(planned.context)
+                if conversation is None:
+                    return False
+                newest = conversation.summaries[-1] if conversation.summaries else None
+                if (newest.covers_through if newest else None) != planned.previous_covers_through:
+                    return False
+                k = planned.covers_through
+                if (
+                    k >= len(conversation.rows)
+                    or str(conversation.rows[k].serial) != planned.anchor
+                ):
+                    return False
+                conversation.summaries.append(StoredSummary(k, encoded, self._now()))
+                return True
+
+        return await compact_in_steps(input, plan, write)
+
+    def summaries(self, session_id: str) -> list[SummaryRecord]:
+        """The session's summaries, newest first."""
+        with self._lock:
+            conversation = self._conversations.get(session_id)
+            stored = list(conversation.summaries) if conversation else []
+        return [
+            SummaryRecord(s.covers_through, json.loads(s.encoded), s.created_at)
+            for s in reversed(stored)
+        ]
 
     def lineage(self, session_id: str) -> Lineage:
         """Where the session was forked from, and its forks (newest first)."""

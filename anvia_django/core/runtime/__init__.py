@@ -2,6 +2,7 @@
 
 from .agent import Agent
 from .builder import DEFAULT_MAX_TURNS, AgentBuilder
+from .compaction import SUMMARY_PROMPT, CompactionPolicy, model_summariser
 from .conversation import repair_tool_exchanges
 from .errors import InvalidModelOutputError, TurnLimitExceededError
 from .model import ChatModel, ModelReply, ToolSpec, UsageReportingChatModel
@@ -11,11 +12,13 @@ from .tools import Tool, make_tool
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
+    "SUMMARY_PROMPT",
     "Agent",
     "AgentBuilder",
     "AgentResponse",
     "AgentSession",
     "ChatModel",
+    "CompactionPolicy",
     "InvalidModelOutputError",
     "ModelReply",
     "Prompt",
@@ -24,5 +27,6 @@ __all__ = [
     "TurnLimitExceededError",
     "UsageReportingChatModel",
     "make_tool",
+    "model_summariser",
     "repair_tool_exchanges",
 ]

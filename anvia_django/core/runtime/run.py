@@ -13,6 +13,7 @@ from anvia_django.core.memory.errors import MemoryNotConfiguredError
 from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
 
+from .compaction import compact_if_over_budget
 from .conversation import repair_tool_exchanges, tool_calls_of
 from .errors import InvalidModelOutputError, TurnLimitExceededError
 from .model import ask_model, model_name
@@ -51,7 +52,10 @@ async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentR
     usage = TokenUsage()
     name = model_name(agent.model)
     try:
-        history = repair_tool_exchanges(await store.load(context))
+        history = await compact_if_over_budget(
+            agent.compaction, store, context, agent.model, await store.load(context)
+        )
+        history = repair_tool_exchanges(history)
         await recorder.add(1, user)
         prefix: list[Message] = (
             [{"role": "system", "content": agent.instructions}] if agent.instructions else []
