@@ -1,6 +1,12 @@
 """The Anvia memory contract (``@anvia/core/memory`` in Python). No Django needed."""
 
-from .branches import ForkableMemoryStore, ForkLineage, MemoryForkInput, RewindableMemoryStore
+from .branches import (
+    ForkableMemoryStore,
+    ForkLineage,
+    Lineage,
+    MemoryForkInput,
+    RewindableMemoryStore,
+)
 from .compaction import (
     CompactingMemoryStore,
     CompactionPlan,
@@ -66,6 +72,7 @@ __all__ = [
     "InputLimits",
     "InvalidMemoryInputError",
     "JsonObject",
+    "Lineage",
     "MemoryAppendInput",
     "MemoryCapabilityError",
     "MemoryCompactionInput",
