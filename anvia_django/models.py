@@ -38,15 +38,21 @@ class Conversation(models.Model):
     # Lineage of a fork. No database constraint and DO_NOTHING: deleting a
     # conversation must not cascade into (or rewrite) its forks, which keep
     # their copy of the history; a vanished source reads as "deleted".
+    # Indexed by a partial index (Meta), so the many conversations that are
+    # not forks cost no index entry on insert.
     forked_from = models.ForeignKey(
         "self",
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_index=False,
         null=True,
         blank=True,
         related_name="forks",
     )
-    forked_at_position = models.PositiveBigIntegerField(
+    # Not a PositiveBigIntegerField: its CHECK constraint would make adding
+    # the column scan the whole table under an exclusive lock. Forks are
+    # made by fork_conversation only, which validates the position.
+    forked_at_position = models.BigIntegerField(
         null=True, blank=True, help_text="How many of the source's messages the fork copied."
     )
 
@@ -66,6 +72,11 @@ class Conversation(models.Model):
             models.Index(fields=["updated_at", "id"], name="anvia_conv_updated_idx"),
             models.Index(
                 fields=["user_id", "updated_at", "id"], name="anvia_conv_user_updated_idx"
+            ),
+            models.Index(
+                fields=["forked_from"],
+                name="anvia_conv_forked_from_idx",
+                condition=models.Q(forked_from__isnull=False),
             ),
         ]
 
@@ -147,6 +158,7 @@ class AgentRun(models.Model):
         FailedRun,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_index=False,  # read through the run, never looked up from the error
         null=True,
         blank=True,
         related_name="+",
