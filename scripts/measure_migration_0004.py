@@ -68,7 +68,7 @@ def fill(messages: int, per_conversation: int) -> None:
             " (conversation_id, position, run_id, turn, role, message, created_at)"
             " SELECT c.id, p, 'run-' || (p / 2), 1,"
             " CASE WHEN p %% 2 = 0 THEN 'user' ELSE 'assistant' END,"
-            " '{\"role\":\"user\",\"content\":\"message ' || p || ' of a long conversation\"}',"
+            ' \'{"role":"user","content":"message \' || p || \' of a long conversation"}\','
             " now() FROM anvia_django_conversation c, generate_series(0, %s - 1) AS p",
             [per_conversation],
         )

@@ -8,6 +8,7 @@ row records its source and N; the source is never modified.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -41,14 +42,7 @@ _SOURCE_FIELDS = (
     "forked_from__session_id",
     "forked_from__user_id",
 )
-_SOURCE_FIELDS = (
-    "forked_from_id",
-    "forked_at_position",
-    "forked_from__ref",
-    "forked_from__session_id",
-    "forked_from__user_id",
-)
-_COPIED = ("position", "run_id", "turn", "role", "message", "created_at")
+_COPIED = ("position", "run_id", "turn", "role", "message")
 
 
 def fork_conversation(
@@ -100,7 +94,7 @@ def fork_conversation(
             raise InvalidMemoryInputError(
                 "already names a conversation; a fork needs a new session id", path="session_id"
             ) from None
-        _copy_messages(alias, source_id, fork.pk, input.position)
+        _copy_messages(alias, source_id, fork.pk, input.position, now)
         _copy_summaries(alias, source_id, fork.pk, input.position)
         send_after_commit(
             signals.conversation_forked,
@@ -115,7 +109,7 @@ def fork_conversation(
     return summary_from_row(tuple(getattr(fork, name) for name in SUMMARY_FIELDS))
 
 
-def _copy_messages(alias: str, source_id: int, fork_id: int, up_to: int) -> None:
+def _copy_messages(alias: str, source_id: int, fork_id: int, up_to: int, now: datetime) -> None:
     # Keyset batches on the (conversation, position) index: memory stays
     # bounded and no batch rescans the rows before it.
     messages = MemoryMessage.objects.using(alias).filter(conversation_id=source_id)
@@ -128,12 +122,15 @@ def _copy_messages(alias: str, source_id: int, fork_id: int, up_to: int) -> None
         )
         if not rows:
             break
-        MemoryMessage.objects.using(alias).bulk_create(
-            [
-                MemoryMessage(conversation_id=fork_id, **dict(zip(_COPIED, r, strict=True)))
-                for r in rows
-            ]
-        )
+        # Stamped with the fork's time, like every message of a conversation
+        # (made within its lifetime); the source keeps the original times.
+        copies = [
+            MemoryMessage(
+                conversation_id=fork_id, created_at=now, **dict(zip(_COPIED, row, strict=True))
+            )
+            for row in rows
+        ]
+        MemoryMessage.objects.using(alias).bulk_create(copies)
         after = rows[-1][0]
 
 

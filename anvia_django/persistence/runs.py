@@ -26,7 +26,7 @@ from anvia_django.models import AgentRun, FailedRun
 
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
-from .locking import lock_conversation
+from .locking import lock_conversation, lock_existing_conversation
 from .reconnect import retry_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope
@@ -62,26 +62,34 @@ def record_run(input: MemoryRunInput, *, using: str | None = None) -> None:
     """Keep ``input`` as the conversation's record of that run.
 
     Creates the conversation if needed (as ``record_error`` does); a failed
-    run is linked to the newest error record of the same run id.
+    run is linked to the newest error record of the same run id. A retried
+    record equal to the stored one writes nothing.
     """
     validate_run_input(input, app_settings.input_limits)
     alias = write_alias(using)
     context = input.context
     with transaction.atomic(using=alias):
-        conversation = lock_conversation(
-            alias,
-            session_id=context.session_id,
-            user_id=context.user_id,
-            metadata=context.metadata,
-            now=timezone.now(),
-            reserve=0,
-        )
-        check_scope(conversation.user_id, context.user_id)
+        # A run record is bookkeeping: it leaves an existing conversation's
+        # updated_at and metadata alone (the run's messages moved them).
+        row = lock_existing_conversation(alias, context.session_id)
+        if row is None:
+            created = lock_conversation(
+                alias,
+                session_id=context.session_id,
+                user_id=context.user_id,
+                metadata=context.metadata,
+                now=timezone.now(),
+                reserve=0,
+            )
+            conversation_id, owner = created.id, created.user_id
+        else:
+            conversation_id, _, owner = row
+        check_scope(owner, context.user_id)
         failed_run_id = None
         if input.status == "failed":
             failed_run_id = (
                 FailedRun.objects.using(alias)
-                .filter(conversation_id=conversation.id, run_id=input.run_id)
+                .filter(conversation_id=conversation_id, run_id=input.run_id)
                 .order_by("-id")
                 .values_list("id", flat=True)
                 .first()
@@ -99,12 +107,12 @@ def record_run(input: MemoryRunInput, *, using: str | None = None) -> None:
             "failed_run_id": failed_run_id,
         }
         runs = AgentRun.objects.using(alias).filter(
-            conversation_id=conversation.id, run_id=input.run_id
+            conversation_id=conversation_id, run_id=input.run_id
         )
         stored = runs.values(*_STORED).first()
         if stored is None:
             AgentRun.objects.using(alias).create(
-                conversation_id=conversation.id, run_id=input.run_id, **values
+                conversation_id=conversation_id, run_id=input.run_id, **values
             )
         elif stored != values:
             runs.update(**values)

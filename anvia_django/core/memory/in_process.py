@@ -12,7 +12,7 @@ import itertools
 import json
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from .branches import (
@@ -182,9 +182,12 @@ class InProcessMemoryStore:
     async def record_run(self, input: MemoryRunInput) -> None:
         validate_run_input(input, self.limits)
         with self._lock:
-            now = self._now()
-            conversation = self._scoped(input.context) or self._create(input.context, now)
-            self._touch(conversation, input.context, now)
+            # Bookkeeping: an existing conversation's updated_at stays.
+            conversation = self._scoped(input.context)
+            if conversation is None:
+                now = self._now()
+                conversation = self._create(input.context, now)
+                self._touch(conversation, input.context, now)
             failed = next(
                 (f for f in reversed(conversation.failed_runs) if f.run_id == input.run_id), None
             )
@@ -241,11 +244,16 @@ class InProcessMemoryStore:
                     "already names a conversation; a fork needs a new session id",
                     path="session_id",
                 )
-            fork = self._create(MemoryContext(input.session_id, user_id), self._now())
+            now = self._now()
+            fork = self._create(MemoryContext(input.session_id, user_id), now)
             fork.metadata = (
                 json.dumps(input.metadata) if input.metadata is not None else source.metadata
             )
-            fork.rows = source.rows[: input.position]
+            # Copies made now, as the Django store stamps them.
+            fork.rows = [
+                replace(row, created_at=now, serial=next(_SERIALS))
+                for row in source.rows[: input.position]
+            ]
             fork.summaries = [s for s in source.summaries if s.covers_through < input.position]
             fork.forked_from = (source.ref, input.position)
             return self._summary(fork)
