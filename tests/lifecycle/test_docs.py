@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 
 GUIDE = Path(__file__).resolve().parent.parent.parent / "docs" / "lifecycle.md"
+
+
+@pytest.fixture(autouse=True)
+def close_the_executor_connection() -> Iterator[None]:
+    """The examples call ``asyncio.run`` from sync code, as a script would:
+    the store's queries then run on asgiref's shared executor thread, whose
+    connection must be closed or the test database cannot be dropped."""
+    yield
+    asyncio.run(sync_to_async(connections.close_all)())
 
 
 def blocks() -> list[str]:
