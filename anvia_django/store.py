@@ -28,6 +28,7 @@ from .persistence import (
     get_conversation_with_messages,
     list_conversation_summaries,
     load_messages,
+    load_through_summary,
     plan_compaction,
     record_failed_run,
     record_run,
@@ -74,9 +75,7 @@ class DjangoMemoryStore:
         return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
-        return await sync_to_async(load_messages)(
-            context, using=self.using, limit=self.load_limit, summaries=True
-        )
+        return await sync_to_async(load_messages)(context, using=self.using, limit=self.load_limit)
 
     async def append(self, input: MemoryAppendInput) -> None:
         await sync_to_async(append_messages)(input, using=self.using)
@@ -97,6 +96,13 @@ class DjangoMemoryStore:
     async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
         """A new conversation from the first ``input.position`` messages of another."""
         return await sync_to_async(fork_conversation)(input, using=self.using)
+
+    async def load_compacted(self, context: MemoryContext) -> list[Message]:
+        """What an agent with compaction loads: the newest summary, then the
+        messages after the range it covers (:meth:`load` when there is none)."""
+        return await sync_to_async(load_through_summary)(
+            context, using=self.using, limit=self.load_limit
+        )
 
     async def compact(self, input: MemoryCompactionInput) -> int | None:
         """Fold the oldest part of the transcript into a summary (see

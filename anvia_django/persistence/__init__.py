@@ -4,7 +4,13 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
-from .compaction import list_summaries, load_compacted, plan_compaction, write_summary
+from .compaction import (
+    list_summaries,
+    load_compacted,
+    load_through_summary,
+    plan_compaction,
+    write_summary,
+)
 from .deletion import DeletionCounts
 from .forks import conversation_lineage, fork_conversation
 from .inspection import (
@@ -71,6 +77,7 @@ __all__ = [
     "load_compacted",
     "load_latest_messages",
     "load_messages",
+    "load_through_summary",
     "plan_compaction",
     "pop_last_message",
     "record_failed_run",

@@ -31,8 +31,25 @@ from .databases import read_alias, write_alias
 from .inspection import validate_limit
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
+from .reads import load_messages
 from .rows import as_utc
 from .scope import check_scope
+
+
+def load_through_summary(
+    context: MemoryContext, *, using: str | None = None, limit: int | None = None
+) -> list[Message]:
+    """What an agent with compaction loads: the newest summary followed by
+    the messages after it, or the plain (windowed) transcript without one.
+
+    One more query than :func:`load_messages`, so only compacting agents
+    pay for it.
+    """
+    validate_context(context, app_settings.input_limits)
+    compacted = load_compacted(context, using=using, limit=limit)
+    if compacted is not None:
+        return compacted
+    return load_messages(context, using=using, limit=limit)
 
 
 def load_compacted(

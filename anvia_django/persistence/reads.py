@@ -15,7 +15,6 @@ from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
 from anvia_django.models import Conversation, MemoryMessage
 
-from .compaction import load_compacted
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope
@@ -23,26 +22,14 @@ from .scope import check_scope
 
 @retry_if_connection_lost
 def load_messages(
-    context: MemoryContext,
-    *,
-    using: str | None = None,
-    limit: int | None = None,
-    summaries: bool = False,
+    context: MemoryContext, *, using: str | None = None, limit: int | None = None
 ) -> list[Message]:
     """The session's messages in position order; the newest run-aligned
     window of at most ``limit`` messages when ``limit`` is given.
 
-    With ``summaries``, a compacted session loads as its newest summary
-    followed by the messages after it (one more query, paid by every load).
-
     Reads from the write database: an agent must see its own last turn,
     which a lagging replica might not have yet.
     """
-    if summaries:
-        validate_context(context, app_settings.input_limits)
-        compacted = load_compacted(context, using=using, limit=limit)
-        if compacted is not None:
-            return compacted
     rows = _fetch(context, using, limit + 1 if limit is not None else None)
     if limit is None:
         return [json.loads(message) for _, message in rows]

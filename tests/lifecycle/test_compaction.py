@@ -96,9 +96,10 @@ def test_a_5000_message_session_loads_under_budget_and_stays_whole(
     assert len(seen) <= 100
     assert seen[0] == {"role": "system", "content": SUMMARY_PREFIX + "4950 messages, up to a494.8"}
     assert seen[1] == user("q495")  # the kept part starts at a run's first message
-    loaded = run(store.load, MemoryContext("long", user_id="u1"))
+    loaded = run(store.load_compacted, MemoryContext("long", user_id="u1"))
     assert len(loaded) <= 100
     assert loaded[1:] == [m for m in loaded[1:] if m.get("role") != "system"]
+    assert len(run(store.load, MemoryContext("long"))) == 5002  # load() keeps it all
     conversation = run(store.inspector.get_conversation, ref_of(store, "long"))
     assert conversation.message_count == 5002
     assert len(conversation.messages) == 5002
@@ -120,7 +121,7 @@ def test_a_second_compaction_folds_the_first_summary_in(make_store: Callable[[],
     assert first is None
     assert second == "16 messages, up to a7.0"
     assert [m["content"] for m in folded][:2] == ["q8", "a8.0"]
-    loaded = run(store.load, context)
+    loaded = run(store.load_compacted, context)
     assert loaded[0]["content"] == SUMMARY_PREFIX + "20 messages, up to a17.0"
     assert loaded[1:] == [user("q18"), assistant("a18.0"), user("q19"), assistant("a19.0")]
 
@@ -136,7 +137,7 @@ def test_a_token_budget_keeps_the_newest_messages_within_it(
         store.compact,
         MemoryCompactionInput(context, Summariser(), keep_messages=10**6, keep_tokens=60),
     )
-    loaded = run(store.load, context)
+    loaded = run(store.load_compacted, context)
     assert sum(estimate_tokens(m) for m in loaded[1:]) <= 60
     assert loaded[-1] == assistant("a39.0")
 
@@ -146,12 +147,12 @@ def test_a_failing_summariser_changes_nothing(make_store: Callable[[], Any]) -> 
     store = make_store()
     fill(store, "s", runs=10, per_run=2)
     context = MemoryContext("s")
-    before, loaded = snapshot(), run(store.load, context)
+    before, loaded = snapshot(), run(store.load_compacted, context)
     with pytest.raises(RuntimeError, match="model is down"):
         run(store.compact, MemoryCompactionInput(context, Summariser(fail=True), keep_messages=4))
     assert snapshot() == before
     assert not MemorySummary.objects.exists()
-    assert run(store.load, context) == loaded
+    assert run(store.load_compacted, context) == loaded
 
 
 def test_a_run_goes_on_with_the_full_history_when_compaction_fails(
@@ -181,7 +182,7 @@ def test_rewinding_into_a_summary_drops_it(make_store: Callable[[], Any]) -> Non
     context = MemoryContext("s")
     run(store.compact, MemoryCompactionInput(context, Summariser(), keep_messages=4))
     run(store.rewind, context, 10)
-    assert run(store.load, context) == [
+    assert run(store.load_compacted, context) == [
         m for i in range(5) for m in (user(f"q{i}"), assistant(f"a{i}.0"))
     ]
 
@@ -201,7 +202,7 @@ def test_a_rewind_between_plan_and_write_wins() -> None:
     request = MemoryCompactionInput(context, summarise_while_someone_rewinds, keep_messages=4)
     assert run(store.compact, request) is None
     assert not MemorySummary.objects.exists()
-    assert len(run(store.load, context)) == 32
+    assert len(run(store.load_compacted, context)) == 32
 
 
 async def _in_thread(call: Callable[[], Any]) -> Any:
@@ -215,8 +216,8 @@ def test_another_user_cannot_load_through_a_summary() -> None:
     fill(store, "s", runs=10, per_run=2, user_id="owner")
     run(store.compact, MemoryCompactionInput(MemoryContext("s"), Summariser(), keep_messages=4))
     with pytest.raises(ConversationScopeError):
-        run(store.load, MemoryContext("s", user_id="mallory"))
-    assert run(store.load, MemoryContext("s", user_id="owner"))[0]["role"] == "system"
+        run(store.load_compacted, MemoryContext("s", user_id="mallory"))
+    assert run(store.load_compacted, MemoryContext("s", user_id="owner"))[0]["role"] == "system"
 
 
 @pytest.mark.parametrize("make_store", STORES.values(), ids=list(STORES))
@@ -226,7 +227,7 @@ def test_load_limit_counts_the_summary(make_store: Callable[[], Any], limit: int
     fill(store, "s", runs=10, per_run=2)
     run(store.compact, MemoryCompactionInput(MemoryContext("s"), Summariser(), keep_messages=4))
     store.load_limit = limit
-    loaded = run(store.load, MemoryContext("s"))
+    loaded = run(store.load_compacted, MemoryContext("s"))
     assert len(loaded) <= limit
     assert loaded[0]["role"] == "system"
     assert all(m["role"] != "system" for m in loaded[1:])
@@ -243,7 +244,7 @@ def test_loading_a_compacted_session_costs_two_queries_whatever_its_length(
         request = MemoryCompactionInput(MemoryContext(session_id), Summariser(), keep_messages=4)
         run(store.compact, request)
         with django_assert_num_queries(2):
-            run(store.load, MemoryContext(session_id))
+            run(store.load_compacted, MemoryContext(session_id))
 
 
 def test_the_default_summariser_is_the_agents_model_with_the_shipped_prompt() -> None:

@@ -53,7 +53,7 @@ async def summarise(previous: str | None, messages: list[Message]) -> str:
 
 def load_function(context: MemoryContext) -> Callable[[Any], Awaitable[list[Message]]]:
     def load(store: Any) -> Awaitable[list[Message]]:
-        return store.load(context)  # type: ignore[no-any-return]
+        return store.load_compacted(context)  # type: ignore[no-any-return]
 
     return load
 

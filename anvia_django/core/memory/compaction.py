@@ -5,7 +5,8 @@ method. It works in three steps so that no lock is held while a model
 writes the summary: plan (read what to fold in), summarise (the caller's
 callable, outside any transaction), write (under the conversation's lock,
 re-checking that nobody compacted or rewound the range meanwhile). The
-transcript itself is never shortened; ``load`` returns the newest summary
+transcript itself is never shortened, and ``load`` keeps returning all of
+it; ``load_compacted`` (what an agent with compaction loads) returns the newest summary
 followed by the messages after the range it covers.
 """
 
@@ -69,7 +70,12 @@ class SummaryRecord:
 
 @runtime_checkable
 class CompactingMemoryStore(MemoryStore, Protocol):
+    """A store that compacts. ``load`` keeps returning the whole transcript;
+    ``load_compacted`` is what an agent with compaction loads."""
+
     async def compact(self, input: MemoryCompactionInput) -> int | None: ...
+
+    async def load_compacted(self, context: MemoryContext) -> list[Message]: ...
 
 
 def estimate_tokens(message: Message) -> int:
@@ -160,7 +166,7 @@ async def compact_in_steps(
 def window_after_summary(
     summary: Message, tail: list[tuple[str, Message]], limit: int | None
 ) -> list[Message]:
-    """What ``load`` returns for a compacted session: the summary, then the
+    """What ``load_compacted`` returns for a compacted session: the summary, then the
     messages after it (``(run_id, message)`` pairs), windowed by ``limit``
     with the summary taking one place."""
     if limit is not None:

@@ -129,12 +129,6 @@ class InProcessMemoryStore:
         with self._lock:
             conversation = self._scoped(context)
             rows = list(conversation.rows) if conversation else []
-            summary = (
-                conversation.summaries[-1] if conversation and conversation.summaries else None
-            )
-        if summary is not None:
-            after = [(r.run_id, json.loads(r.encoded)) for r in rows[summary.covers_through + 1 :]]
-            return window_after_summary(json.loads(summary.encoded), after, self.load_limit)
         if self.load_limit is not None:
             tail = rows[-(self.load_limit + 1) :]
             rows = tail[window_start([r.run_id for r in tail], self.load_limit) :]
@@ -257,6 +251,21 @@ class InProcessMemoryStore:
             fork.summaries = [s for s in source.summaries if s.covers_through < input.position]
             fork.forked_from = (source.ref, input.position)
             return self._summary(fork)
+
+    async def load_compacted(self, context: MemoryContext) -> list[Message]:
+        """The newest summary, then the messages after the range it covers
+        (:meth:`load` when there is none): what an agent with compaction loads."""
+        validate_context(context, self.limits)
+        with self._lock:
+            conversation = self._scoped(context)
+            summary = (
+                conversation.summaries[-1] if conversation and conversation.summaries else None
+            )
+            rows = list(conversation.rows) if conversation and summary else []
+        if summary is None:
+            return await self.load(context)
+        after = [(r.run_id, json.loads(r.encoded)) for r in rows[summary.covers_through + 1 :]]
+        return window_after_summary(json.loads(summary.encoded), after, self.load_limit)
 
     async def compact(self, input: MemoryCompactionInput) -> int | None:
         """Fold the oldest part of the transcript into a summary; return the

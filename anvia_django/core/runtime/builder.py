@@ -105,11 +105,13 @@ class AgentBuilder:
 
     def build(self) -> Agent:
         if self._compaction is not None and (
-            self._memory is None or not callable(getattr(self._memory.store, "compact", None))
+            self._memory is None
+            or not callable(getattr(self._memory.store, "compact", None))
+            or not callable(getattr(self._memory.store, "load_compacted", None))
         ):
             raise TypeError(
-                "compaction needs a memory store that can compact (one with compact()); "
-                "call .memory(store) with such a store."
+                "compaction needs a memory store that can compact (one with compact() "
+                "and load_compacted()); call .memory(store) with such a store."
             )
         return Agent(
             name=self._name,

@@ -125,4 +125,15 @@ async def compact_if_over_budget(
     except Exception:
         logger.warning("compaction failed for session %s", context.session_id, exc_info=True)
         return history
-    return history if covered is None else await store.load(context)
+    return history if covered is None else await load_history(policy, store, context)
+
+
+async def load_history(
+    policy: CompactionPolicy | None, store: MemoryStore, context: MemoryContext
+) -> list[Message]:
+    """The history a run starts from: through the newest summary when the
+    agent compacts (``store.load_compacted``), the whole of it otherwise."""
+    if policy is None:
+        return await store.load(context)
+    loaded: list[Message] = await store.load_compacted(context)  # type: ignore[attr-defined]
+    return loaded

@@ -13,7 +13,7 @@ from anvia_django.core.memory.errors import MemoryNotConfiguredError
 from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
 
-from .compaction import compact_if_over_budget
+from .compaction import compact_if_over_budget, load_history
 from .conversation import repair_tool_exchanges, tool_calls_of
 from .errors import InvalidModelOutputError, TurnLimitExceededError
 from .model import ask_model, model_name
@@ -53,7 +53,11 @@ async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentR
     name = model_name(agent.model)
     try:
         history = await compact_if_over_budget(
-            agent.compaction, store, context, agent.model, await store.load(context)
+            agent.compaction,
+            store,
+            context,
+            agent.model,
+            await load_history(agent.compaction, store, context),
         )
         history = repair_tool_exchanges(history)
         await recorder.add(1, user)

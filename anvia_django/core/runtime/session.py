@@ -9,6 +9,7 @@ from anvia_django.core.memory.branches import MemoryForkInput
 from anvia_django.core.memory.errors import MemoryCapabilityError
 from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryStore, Message
 
+from .compaction import load_history
 from .run import AgentResponse, execute_run
 
 if TYPE_CHECKING:
@@ -33,8 +34,10 @@ class AgentSession:
         return Prompt(self, text)
 
     async def history(self) -> list[Message]:
-        """The session's stored messages, as the store's ``load`` returns them."""
-        return await self._store.load(self.context)
+        """The session's stored messages, as the store's ``load`` returns them;
+        for an agent with compaction, what it loads: the newest summary, then
+        the messages after it."""
+        return await load_history(self.agent.compaction, self._store, self.context)
 
     async def clear(self) -> None:
         """Delete the session's history (and failed runs) from the store."""
