@@ -35,9 +35,32 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField()
     # Stored rather than counted, so no listing needs a COUNT per row.
     message_count = models.PositiveIntegerField(default=0)
+    # Lineage of a fork. No database constraint and DO_NOTHING: deleting a
+    # conversation must not cascade into (or rewrite) its forks, which keep
+    # their copy of the history; a vanished source reads as "deleted".
+    # Indexed by a partial index (Meta), so the many conversations that are
+    # not forks cost no index entry on insert.
+    forked_from = models.ForeignKey(
+        "self",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="forks",
+    )
+    # Not a PositiveBigIntegerField: its CHECK constraint would make adding
+    # the column scan the whole table under an exclusive lock. Forks are
+    # made by fork_conversation only, which validates the position.
+    forked_at_position = models.BigIntegerField(
+        null=True, blank=True, help_text="How many of the source's messages the fork copied."
+    )
 
     messages: models.Manager[MemoryMessage]
     failed_runs: models.Manager[FailedRun]
+    runs: models.Manager[AgentRun]
+    summaries: models.Manager[MemorySummary]
+    forks: models.Manager[Conversation]
 
     class Meta:
         verbose_name = "conversation"
@@ -49,6 +72,11 @@ class Conversation(models.Model):
             models.Index(fields=["updated_at", "id"], name="anvia_conv_updated_idx"),
             models.Index(
                 fields=["user_id", "updated_at", "id"], name="anvia_conv_user_updated_idx"
+            ),
+            models.Index(
+                fields=["forked_from"],
+                name="anvia_conv_forked_from_idx",
+                condition=models.Q(forked_from__isnull=False),
             ),
         ]
 
@@ -102,3 +130,77 @@ class FailedRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}: {self.error_type}"
+
+
+class AgentRun(models.Model):
+    """One run of an agent, succeeded or failed, with the usage the model reported."""
+
+    STATUS_CHOICES = [("succeeded", "succeeded"), ("failed", "failed")]
+
+    # No index of its own: the (conversation, run_id) constraint leads with it.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
+    run_id = models.CharField(max_length=ID_MAX_LENGTH)
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    model_name = models.CharField(max_length=ID_MAX_LENGTH, blank=True)
+    # NULL: the model did not report this count (not the same as zero).
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    message_count = models.PositiveIntegerField(default=0)
+    # The failed run's error record. DO_NOTHING without a constraint: both
+    # rows always leave together (with their conversation), and a foreign
+    # key here would make every FailedRun deletion look for runs first.
+    failed_run = models.ForeignKey(
+        FailedRun,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # read through the run, never looked up from the error
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    class Meta:
+        verbose_name = "run"
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "run_id"], name="anvia_run_uniq"),
+        ]
+        indexes = [
+            # Usage reports select runs by start time (and then by user).
+            models.Index(fields=["started_at"], name="anvia_run_started_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.status}"
+
+
+class MemorySummary(models.Model):
+    """A compaction's summary of a conversation's positions 0..``covers_through``.
+
+    The transcript itself is never shortened: ``load`` shows the newest
+    summary in place of the messages it covers.
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="summaries", db_index=False
+    )
+    covers_through = models.PositiveBigIntegerField()
+    message = ExactJSONField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "summary"
+        verbose_name_plural = "summaries"
+        constraints = [
+            # A second worker compacting the same range cannot add a twin.
+            models.UniqueConstraint(
+                fields=["conversation", "covers_through"], name="anvia_summary_range_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} 0..{self.covers_through}"

@@ -20,3 +20,19 @@ messages_appended = Signal()
 message_popped = Signal()
 conversation_cleared = Signal()
 run_failed = Signal()
+
+# Added with runs, rewind, fork and compaction:
+#
+# ``messages_rewound``: ``session_id``, ``ref``, ``user_id``, ``to_position``
+# (the new message count), ``removed`` (how many messages went), ``using``.
+#
+# ``conversation_forked``: ``session_id``, ``ref``, ``user_id`` (of the new
+# conversation), ``source_session_id``, ``source_ref``, ``position`` (how
+# many messages were copied), ``using``.
+#
+# ``conversation_compacted``: ``session_id``, ``ref``, ``user_id``,
+# ``covers_through`` (the last position the new summary covers), ``using``.
+
+messages_rewound = Signal()
+conversation_forked = Signal()
+conversation_compacted = Signal()

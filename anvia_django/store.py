@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 
+from .core.memory.branches import MemoryForkInput
+from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
+from .core.memory.runs import MemoryRunInput
 from .core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -21,10 +24,16 @@ from .core.memory.types import (
 from .persistence import (
     append_messages,
     clear_conversation,
+    fork_conversation,
     get_conversation_with_messages,
     list_conversation_summaries,
     load_messages,
+    load_through_summary,
+    plan_compaction,
     record_failed_run,
+    record_run,
+    rewind_conversation,
+    write_summary,
 )
 
 
@@ -76,3 +85,39 @@ class DjangoMemoryStore:
 
     async def record_error(self, input: MemoryErrorInput) -> None:
         await sync_to_async(record_failed_run)(input, using=self.using)
+
+    async def record_run(self, input: MemoryRunInput) -> None:
+        await sync_to_async(record_run)(input, using=self.using)
+
+    async def rewind(self, context: MemoryContext, to_position: int) -> int:
+        """Remove the session's messages from ``to_position`` on; return how many."""
+        return await sync_to_async(rewind_conversation)(context, to_position, using=self.using)
+
+    async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
+        """A new conversation from the first ``input.position`` messages of another."""
+        return await sync_to_async(fork_conversation)(input, using=self.using)
+
+    async def load_compacted(self, context: MemoryContext) -> list[Message]:
+        """What an agent with compaction loads: the newest summary, then the
+        messages after the range it covers (:meth:`load` when there is none)."""
+        return await sync_to_async(load_through_summary)(
+            context, using=self.using, limit=self.load_limit
+        )
+
+    async def compact(self, input: MemoryCompactionInput) -> int | None:
+        """Fold the oldest part of the transcript into a summary (see
+        :class:`~anvia_django.core.memory.compaction.MemoryCompactionInput`);
+        return the last position it covers, or ``None`` if nothing was written."""
+
+        async def plan() -> CompactionPlan | None:
+            return await sync_to_async(plan_compaction)(
+                input.context,
+                keep_messages=input.keep_messages,
+                keep_tokens=input.keep_tokens,
+                using=self.using,
+            )
+
+        async def write(planned: CompactionPlan, text: str) -> bool:
+            return await sync_to_async(write_summary)(planned, text, using=self.using)
+
+        return await compact_in_steps(input, plan, write)

@@ -12,6 +12,8 @@ from django.db import connection, connections
 from . import settings as bench_settings
 
 TABLES = ("anvia_django_memorymessage", "anvia_django_failedrun", "anvia_django_conversation")
+# Also emptied: they reference conversations (TRUNCATE must name them too).
+LIFECYCLE_TABLES = ("anvia_django_agentrun", "anvia_django_memorysummary")
 
 
 def pg_conninfo(**overrides: Any) -> str:
@@ -46,12 +48,12 @@ def empty_tables() -> None:
         import psycopg
 
         with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
-            conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY")
+            conn.execute(f"TRUNCATE {', '.join(LIFECYCLE_TABLES + TABLES)} RESTART IDENTITY")
             conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
     else:
         db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
         try:
-            for table in TABLES:
+            for table in LIFECYCLE_TABLES + TABLES:
                 db.execute(f"DELETE FROM {table}")
             db.execute("ANALYZE")
         finally:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from asgiref.sync import async_to_sync
 
 from anvia_django.core.memory import MemoryAppendInput, MemoryContext, Message
-from anvia_django.models import Conversation, FailedRun, MemoryMessage
+from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
 
 T = TypeVar("T")
 
@@ -41,6 +41,8 @@ def snapshot(using: str = "default") -> dict[str, list[tuple[Any, ...]]]:
         "conversations": list(Conversation.objects.using(using).order_by("pk").values_list()),
         "messages": list(MemoryMessage.objects.using(using).order_by("pk").values_list()),
         "failed_runs": list(FailedRun.objects.using(using).order_by("pk").values_list()),
+        "runs": list(AgentRun.objects.using(using).order_by("pk").values_list()),
+        "summaries": list(MemorySummary.objects.using(using).order_by("pk").values_list()),
     }
 
 

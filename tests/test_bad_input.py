@@ -9,6 +9,7 @@ Every case goes through ``append``; the message cases also through
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,9 +19,13 @@ from anvia_django.core.memory import (
     InProcessMemoryStore,
     InvalidMemoryInputError,
     MemoryAppendInput,
+    MemoryCompactionInput,
     MemoryContext,
     MemoryConversationListOptions,
     MemoryErrorInput,
+    MemoryForkInput,
+    MemoryRunInput,
+    Message,
 )
 from anvia_django.store import DjangoMemoryStore
 
@@ -193,10 +198,21 @@ def test_bad_context_is_refused_by_every_operation(context: MemoryContext) -> No
         lambda: run(store.load, context),
         lambda: run(store.clear, context),
         lambda: run(store.record_error, MemoryErrorInput(context, "r", ValueError(), [])),
+        lambda: run(store.rewind, context, 0),
+        lambda: run(store.fork, MemoryForkInput(context, "elsewhere", 0)),
+        lambda: run(store.compact, MemoryCompactionInput(context, _summarise, keep_messages=1)),
+        lambda: run(store.record_run, MemoryRunInput(context, "r", "failed", _NOW, _NOW)),
     ):
         with pytest.raises(InvalidMemoryInputError):
             call()
-    assert snapshot() == {"conversations": [], "messages": [], "failed_runs": []}
+    assert all(rows == [] for rows in snapshot().values())
+
+
+_NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+async def _summarise(previous: str | None, messages: list[Message]) -> str:
+    return "never called"
 
 
 def test_the_edges_of_what_is_accepted_round_trip() -> None:

@@ -11,7 +11,14 @@ from django.utils.safestring import SafeString
 
 from anvia_django.conf import app_settings
 from anvia_django.models import Conversation
-from anvia_django.persistence import list_failed_runs, list_message_page
+from anvia_django.persistence import (
+    conversation_lineage,
+    list_failed_runs,
+    list_message_page,
+    list_runs,
+    list_summaries,
+    run_totals,
+)
 
 from .counting import EstimatedCountPaginator
 from .mixins import ReadOnlyAdminMixin, pretty_json
@@ -19,6 +26,11 @@ from .paging import TranscriptPage, transcript_page
 from .transcript import json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
+FORKS_SHOWN = 20
+SUMMARIES_SHOWN = 5
+RUNS_SHOWN = 20
+FORKS_SHOWN = 20
+SUMMARIES_SHOWN = 5
 
 
 class ConversationAdmin(ReadOnlyAdminMixin):
@@ -69,7 +81,23 @@ class ConversationAdmin(ReadOnlyAdminMixin):
         )
         messages = list_message_page(obj.pk, after=page.after, limit=page.size)
         opts = obj._meta
+        may_see_runs = request.user.has_perm(f"{opts.app_label}.view_agentrun")
+        runs_url = reverse(
+            f"admin:{opts.app_label}_agentrun_changelist", current_app=self.admin_site.name
+        )
+        changelist = reverse(
+            f"admin:{opts.app_label}_conversation_changelist", current_app=self.admin_site.name
+        )
         return {
+            "lineage": conversation_lineage(obj.pk, limit=FORKS_SHOWN),
+            "summaries": list_summaries(obj.pk, limit=SUMMARIES_SHOWN),
+            "forks_shown": FORKS_SHOWN,
+            "conversation_by_ref_url": f"{changelist}?ref__exact=",
+            "all_forks_url": f"{changelist}?forked_from__id__exact={obj.pk}",
+            "runs": list_runs(obj.pk, limit=RUNS_SHOWN) if may_see_runs else [],
+            "run_totals": run_totals(obj.pk) if may_see_runs else None,
+            "runs_shown": RUNS_SHOWN,
+            "runs_url": f"{runs_url}?conversation__id__exact={obj.pk}" if may_see_runs else "",
             "transcript": transcript_entries(messages.items),
             "transcript_page": page,
             # Tracebacks and partial messages need their own view permission.

@@ -10,13 +10,13 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from anvia_django.models import Conversation, FailedRun, MemoryMessage
+from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
 
 from .transcript import json_text
 
 _OWN_URL_PREFIXES = tuple(
     f"{model._meta.app_label}_{model._meta.model_name}_"
-    for model in (Conversation, FailedRun, MemoryMessage)
+    for model in (Conversation, FailedRun, MemoryMessage, AgentRun, MemorySummary)
 )
 
 

@@ -42,13 +42,19 @@ def after_param(request: Request) -> int | None:
 
 
 def user_id_param(request: Request) -> str | None:
-    raw = request.query_params.get("userId")
+    return identifier_param(request, "userId")
+
+
+def identifier_param(request: Request, name: str) -> str | None:
+    """An id-like parameter (``userId``, ``runId``): refused when empty,
+    over-long or holding text no backend can compare."""
+    raw = request.query_params.get(name)
     if raw is None:
         return None
     try:
-        validate_identifier(raw, "userId", app_settings.input_limits, optional=False)
+        validate_identifier(raw, name, app_settings.input_limits, optional=False)
     except InvalidMemoryInputError as error:
-        raise _invalid("userId", str(error)) from None
+        raise _invalid(name, str(error)) from None
     return raw
 
 

@@ -7,6 +7,7 @@ dataclasses) so no project-wide renderer or parser setting is involved.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from rest_framework import serializers
 
@@ -55,3 +56,65 @@ class ConversationSerializer(ConversationSummarySerializer):
     """The summary plus a page of messages (the first, unless paged on)."""
 
     messages = ConversationMessageSerializer(many=True, read_only=True)
+
+
+_COUNT: dict[str, Any] = {"read_only": True, "allow_null": True, "min_value": 0}
+
+
+class RunSerializer(serializers.Serializer[object]):
+    """A run record; token counts are null when the model did not report them."""
+
+    runId = serializers.CharField(source="run_id", read_only=True)
+    status = serializers.ChoiceField(choices=["succeeded", "failed"], read_only=True)
+    startedAt = UtcDateTimeField(source="started_at")
+    finishedAt = UtcDateTimeField(source="finished_at")
+    model = serializers.CharField(read_only=True, allow_null=True)
+    inputTokens = serializers.IntegerField(
+        source="usage.input_tokens", read_only=True, allow_null=True
+    )
+    outputTokens = serializers.IntegerField(
+        source="usage.output_tokens", read_only=True, allow_null=True
+    )
+    totalTokens = serializers.IntegerField(
+        source="usage.total_tokens", read_only=True, allow_null=True
+    )
+    messageCount = serializers.IntegerField(source="message_count", read_only=True, min_value=0)
+    errorType = serializers.CharField(source="error_type", read_only=True, allow_null=True)
+    errorMessage = serializers.CharField(source="error_message", read_only=True, allow_null=True)
+
+
+class RunTotalsSerializer(serializers.Serializer[object]):
+    runCount = serializers.IntegerField(source="runs", read_only=True)
+    failedRunCount = serializers.IntegerField(source="failed_runs", read_only=True)
+    inputTokens = serializers.IntegerField(source="input_tokens", read_only=True)
+    outputTokens = serializers.IntegerField(source="output_tokens", read_only=True)
+    totalTokens = serializers.IntegerField(source="total_tokens", read_only=True)
+
+
+class ConversationRunsSerializer(serializers.Serializer[object]):
+    """Totals over every run of the conversation, and its newest runs."""
+
+    totals = RunTotalsSerializer(read_only=True)
+    runs = RunSerializer(many=True, read_only=True)
+
+
+class ForkLineageSerializer(serializers.Serializer[object]):
+    """One end of a fork; ``ref`` and ``sessionId`` are null once that
+    conversation is deleted (or not the caller's)."""
+
+    ref = serializers.CharField(read_only=True, allow_null=True)
+    sessionId = serializers.CharField(source="session_id", read_only=True, allow_null=True)
+    position = serializers.IntegerField(read_only=True, min_value=0)
+
+
+class LineageSerializer(serializers.Serializer[object]):
+    forkedFrom = ForkLineageSerializer(source="forked_from", read_only=True, allow_null=True)
+    forks = ForkLineageSerializer(many=True, read_only=True)
+
+
+class SummarySerializer(serializers.Serializer[object]):
+    """A compaction summary; ``load`` shows it in place of positions 0..coversThrough."""
+
+    coversThrough = serializers.IntegerField(source="covers_through", read_only=True, min_value=0)
+    createdAt = UtcDateTimeField(source="created_at")
+    message = MessageField(read_only=True)

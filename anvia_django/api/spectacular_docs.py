@@ -9,10 +9,13 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 
 from .serializers import (
     ConversationMessageSerializer,
+    ConversationRunsSerializer,
     ConversationSerializer,
     ConversationSummarySerializer,
+    LineageSerializer,
     MessageField,
     MetadataField,
+    SummarySerializer,
 )
 
 extend_schema_field(
@@ -85,6 +88,54 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         ],
         "responses": {
             200: ConversationMessageSerializer(many=True),
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+    "runs": {
+        "tags": ["anvia-django inspector"],
+        "summary": "A conversation's runs, newest first, with token totals over all of them",
+        "description": (
+            "Each message's `runId` names its run here. Token counts are null where the "
+            "model did not report them; `totals` sum what was reported."
+        ),
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            OpenApiParameter("runId", OpenApiTypes.STR, description="Only this run."),
+        ],
+        "responses": {
+            200: ConversationRunsSerializer,
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+    "lineage": {
+        "tags": ["anvia-django inspector"],
+        "summary": "Where a conversation was forked from, and its forks (newest first)",
+        "description": (
+            "`position` is how many of the source's messages the fork copied. A deleted "
+            "source (or another user's, in owner mode) has a null `ref` and `sessionId`."
+        ),
+        "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
+        "responses": {
+            200: LineageSerializer,
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
+    "summaries": {
+        "tags": ["anvia-django inspector"],
+        "summary": "A conversation's compaction summaries, newest first",
+        "description": (
+            "The agent's memory loads the newest summary followed by the messages after "
+            "`coversThrough`; the full transcript stays under `messages`."
+        ),
+        "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
+        "responses": {
+            200: SummarySerializer(many=True),
             400: _BAD_REQUEST,
             403: _UNAUTHORIZED,
             404: _NOT_FOUND,

@@ -24,21 +24,28 @@ from anvia_django.conf import app_settings
 from anvia_django.core.memory.types import MemoryConversation
 from anvia_django.persistence import (
     FoundConversation,
+    conversation_lineage,
     find_conversation,
     list_conversation_page,
     list_message_page,
+    list_runs,
+    list_summaries,
+    run_totals,
 )
 
 from .cursors import decode_cursor, encode_cursor
 from .openapi import documented, view_schema
 from .owners import visibility
 from .pagination import next_link
-from .params import after_param, limit_param, user_id_param
+from .params import after_param, identifier_param, limit_param, user_id_param
 from .permissions import authentication_classes, permission_classes
 from .serializers import (
     ConversationMessageSerializer,
+    ConversationRunsSerializer,
     ConversationSerializer,
     ConversationSummarySerializer,
+    LineageSerializer,
+    SummarySerializer,
 )
 
 
@@ -106,6 +113,47 @@ class ConversationViewSet(viewsets.ViewSet):
         if page.next_after is not None:
             headers["Link"] = next_link(request, after=page.next_after)
         return Response(ConversationMessageSerializer(page.items, many=True).data, headers=headers)
+
+    @documented("runs")
+    @action(detail=True, methods=["get"])
+    def runs(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        run_id = identifier_param(request, "runId")
+        found = self._find(request, ref)
+        data = {
+            "totals": run_totals(found.id),
+            "runs": list_runs(found.id, limit=limit, run_id=run_id),
+        }
+        return Response(ConversationRunsSerializer(data).data)
+
+    @documented("lineage")
+    @action(detail=True, methods=["get"])
+    def lineage(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        found = self._find(request, ref)
+        user_id = visibility(request).user_id
+        lineage = conversation_lineage(found.id, user_id=user_id, limit=limit)
+        return Response(LineageSerializer(lineage).data)
+
+    @documented("summaries")
+    @action(detail=True, methods=["get"])
+    def summaries(self, request: Request, ref: str) -> Response:
+        limit = limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+        found = self._find(request, ref)
+        records = list_summaries(found.id, limit=limit)
+        return Response(SummarySerializer(records, many=True).data)
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)

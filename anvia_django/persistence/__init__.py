@@ -4,7 +4,15 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
+from .compaction import (
+    list_summaries,
+    load_compacted,
+    load_through_summary,
+    plan_compaction,
+    write_summary,
+)
 from .deletion import DeletionCounts
+from .forks import conversation_lineage, fork_conversation
 from .inspection import (
     ConversationKey,
     ConversationPage,
@@ -31,6 +39,8 @@ from .maintenance import (
     resolve_conversation,
 )
 from .reads import load_latest_messages, load_messages
+from .rewind import rewind_conversation
+from .runs import list_runs, record_run, run_totals, usage_by_user
 from .writes import (
     append_messages,
     clear_conversation,
@@ -50,21 +60,33 @@ __all__ = [
     "MessagePage",
     "append_messages",
     "clear_conversation",
+    "conversation_lineage",
     "count_conversations",
     "delete_matching_conversations",
     "erase_user_conversations",
     "find_conversation",
+    "fork_conversation",
     "get_conversation_with_messages",
     "iter_export_records",
     "list_conversation_page",
     "list_conversation_summaries",
     "list_failed_runs",
     "list_message_page",
+    "list_runs",
+    "list_summaries",
+    "load_compacted",
     "load_latest_messages",
     "load_messages",
+    "load_through_summary",
+    "plan_compaction",
     "pop_last_message",
     "record_failed_run",
+    "record_run",
     "resolve_conversation",
+    "rewind_conversation",
+    "run_totals",
+    "usage_by_user",
     "validate_after",
     "validate_limit",
+    "write_summary",
 ]

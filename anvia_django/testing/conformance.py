@@ -34,6 +34,8 @@ from anvia_django.core.memory import (
     get_inspector,
 )
 
+from .lifecycle import LifecycleConformance
+
 T = TypeVar("T")
 
 BAD_MESSAGES: list[tuple[str, Any]] = [
@@ -55,8 +57,10 @@ def _ids() -> tuple[str, str]:
     return f"session-{uuid.uuid4().hex}", f"user-{uuid.uuid4().hex}"
 
 
-class MemoryStoreConformance:
-    """Contract tests for a :class:`~anvia_django.core.memory.MemoryStore`."""
+class MemoryStoreConformance(LifecycleConformance):
+    """Contract tests for a :class:`~anvia_django.core.memory.MemoryStore`
+    (and, when it has them, its optional run records, rewind, fork and
+    compaction: see :mod:`anvia_django.testing.lifecycle`)."""
 
     supports_scope: ClassVar[bool] = True
     """The store enforces that a conversation belongs to its first user_id."""

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from anvia_django.core import ToolSpec
-from anvia_django.core.memory import Message
+from anvia_django.core import ModelReply, ToolSpec
+from anvia_django.core.memory import Message, TokenUsage
 
 _ORDER_NUMBER = re.compile(r"#?\b(\d{4})\b")
 _RECALL = re.compile(r"\b(earlier|before|remember|previous|last time|history)\b", re.I)
@@ -27,8 +27,25 @@ HELP = (
 )
 
 
+def estimate_tokens(value: object) -> int:
+    """About four characters of JSON per token, as tokenizers average on English."""
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
 class OfflineSupportModel:
     """Answers like a tool-using support agent, without any network."""
+
+    model_name = "offline-support-demo"
+
+    async def complete_with_usage(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> ModelReply:
+        """The answer, with token counts estimated the way a provider reports them."""
+        reply = await self.complete(messages, tools)
+        prompt = estimate_tokens(list(messages)) + sum(
+            estimate_tokens([t.name, t.description, t.parameters]) for t in tools
+        )
+        return ModelReply(reply, TokenUsage(prompt, estimate_tokens(reply)), self.model_name)
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Message:
         offered = {tool.name for tool in tools}

@@ -8,4 +8,5 @@ urlpatterns = [
     path("", views.chat_page, name="chat"),
     path("chat/history/", views.chat_history, name="history"),
     path("chat/send/", views.chat_send, name="send"),
+    path("chat/edit/", views.chat_edit, name="edit"),
 ]

@@ -9,15 +9,19 @@ from __future__ import annotations
 import json
 import logging
 import re
+import uuid
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
-from anvia_django.core import AgentSession
-from anvia_django.core.memory import ConversationScopeError, InvalidMemoryInputError
+from anvia_django.core import AgentResponse, AgentSession
+from anvia_django.core.memory import ConversationScopeError, InvalidMemoryInputError, Lineage
+from anvia_django.models import Conversation
+from anvia_django.persistence import conversation_lineage
 
 from .agent import demo_agent, uses_remote_model
 
@@ -28,6 +32,7 @@ logger = logging.getLogger(__name__)
 SESSION_ID = re.compile(r"web-[0-9a-f-]{36}")
 MAX_PROMPT_CHARS = 4000
 WEB_USER = "web-visitor"
+CHANNEL = {"channel": "web"}
 
 
 @ensure_csrf_cookie
@@ -45,27 +50,86 @@ async def chat_history(request: HttpRequest) -> JsonResponse:
         messages = await session.history()
     except ConversationScopeError:
         return _error(403, "This session belongs to someone else.")
-    return JsonResponse({"messages": messages})
+    lineage = await sync_to_async(_lineage)(session.context.session_id)
+    return JsonResponse({"messages": messages, "lineage": lineage})
+
+
+def _lineage(session_id: str) -> dict[str, Any]:
+    """Where the visitor's session was forked from, and its forks (their sessions only)."""
+    found = Conversation.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
+    lineage = Lineage(None, []) if found is None else conversation_lineage(found, user_id=WEB_USER)
+    source = lineage.forked_from
+    return {
+        "forkedFrom": (
+            {"sessionId": source.session_id, "position": source.position} if source else None
+        ),
+        "forks": [{"sessionId": f.session_id, "position": f.position} for f in lineage.forks],
+    }
 
 
 @require_POST
 async def chat_send(request: HttpRequest) -> JsonResponse:
+    body = _json_object(request)
+    if isinstance(body, JsonResponse):
+        return body
+    session = _session(body.get("sessionId"))
+    if isinstance(session, JsonResponse):
+        return session
+    text = _prompt_text(body.get("message"))
+    if isinstance(text, JsonResponse):
+        return text
+    return await _answer(session, text)
+
+
+@require_POST
+async def chat_edit(request: HttpRequest) -> JsonResponse:
+    """Edit a user message: fork the conversation just before it into a new
+    session, and send the edited text there. The original stays as it was."""
+    body = _json_object(request)
+    if isinstance(body, JsonResponse):
+        return body
+    session = _session(body.get("sessionId"))
+    if isinstance(session, JsonResponse):
+        return session
+    position = body.get("position")
+    if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+        return _error(400, "position must be a non-negative integer.")
+    text = _prompt_text(body.get("message"))
+    if isinstance(text, JsonResponse):
+        return text
+    try:
+        history = await session.history()
+        if position >= len(history) or history[position].get("role") != "user":
+            return _error(400, "position must be the position of one of your messages.")
+        fork = await session.fork(
+            f"web-{uuid.uuid4()}", up_to=position, metadata={"channel": "web"}
+        )
+    except ConversationScopeError:
+        return _error(403, "This session belongs to someone else.")
+    return await _answer(fork, text)
+
+
+def _json_object(request: HttpRequest) -> dict[str, Any] | JsonResponse:
     try:
         body: Any = json.loads(request.body)
     except ValueError:
         return _error(400, "The request body must be JSON.")
     if not isinstance(body, dict):
         return _error(400, "The request body must be a JSON object.")
-    session = _session(body.get("sessionId"))
-    if isinstance(session, JsonResponse):
-        return session
-    text = body.get("message")
+    return body
+
+
+def _prompt_text(text: object) -> str | JsonResponse:
     if not isinstance(text, str) or not text.strip():
         return _error(400, "message must be a non-empty string.")
     if len(text) > MAX_PROMPT_CHARS:
         return _error(400, f"message must be at most {MAX_PROMPT_CHARS} characters.")
+    return text.strip()
+
+
+async def _answer(session: AgentSession, text: str) -> JsonResponse:
     try:
-        response = await session.prompt(text.strip()).send()
+        response: AgentResponse = await session.prompt(text).send()
     except ConversationScopeError:
         return _error(403, "This session belongs to someone else.")
     except InvalidMemoryInputError as error:
@@ -76,14 +140,20 @@ async def chat_send(request: HttpRequest) -> JsonResponse:
         logger.warning("demo agent run failed: %s", type(error).__name__)
         return _error(502, f"The agent failed ({type(error).__name__}); please try again.")
     return JsonResponse(
-        {"output": response.output, "runId": response.run_id, "messages": response.messages}
+        {
+            "output": response.output,
+            "runId": response.run_id,
+            "messages": response.messages,
+            "sessionId": session.context.session_id,
+            "usage": {"totalTokens": response.usage.total_tokens},
+        }
     )
 
 
 def _session(session_id: object) -> AgentSession | JsonResponse:
     if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
         return _error(400, "sessionId must be 'web-' followed by a UUID.")
-    return demo_agent().session(session_id, user_id=WEB_USER, metadata={"channel": "web"})
+    return demo_agent().session(session_id, user_id=WEB_USER, metadata=CHANNEL)
 
 
 def _error(status: int, message: str) -> JsonResponse:

@@ -19,8 +19,9 @@ from typing import Any
 
 import httpx
 
+from anvia_django.core.memory.runs import TokenUsage
 from anvia_django.core.memory.types import JsonObject, Message
-from anvia_django.core.runtime.model import ToolSpec
+from anvia_django.core.runtime.model import ModelReply, ToolSpec
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -66,7 +67,16 @@ class OpenAICompatibleChatModel:
         # Never show the key.
         return f"OpenAICompatibleChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
+    @property
+    def model_name(self) -> str:
+        return self.model
+
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Message:
+        return (await self.complete_with_usage(messages, tools)).message
+
+    async def complete_with_usage(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> ModelReply:
         body: JsonObject = {
             **self.extra_body,
             "model": self.model,
@@ -87,12 +97,34 @@ class OpenAICompatibleChatModel:
                 status_code=response.status_code,
             )
         try:
-            choice = response.json()["choices"][0]["message"]
+            answer = response.json()
+            choice = answer["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError) as error:
             raise ChatModelError(
                 f"{url} answered without choices[0].message", status_code=response.status_code
             ) from error
-        return from_wire_message(choice)
+        served_by = answer.get("model")
+        return ModelReply(
+            from_wire_message(choice),
+            usage_from_wire(answer.get("usage")),
+            served_by if isinstance(served_by, str) and served_by.strip() else None,
+        )
+
+
+def usage_from_wire(usage: Any) -> TokenUsage | None:
+    """The response's ``usage`` object (``prompt_tokens``, ``completion_tokens``,
+    ``total_tokens``); counts that are missing or not whole numbers are unknown."""
+    if not isinstance(usage, dict):
+        return None
+
+    def count(name: str) -> int | None:
+        value = usage.get(name)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        )
+
+    reported = TokenUsage(count("prompt_tokens"), count("completion_tokens"), count("total_tokens"))
+    return reported if reported.reported else None
 
 
 def to_wire_tool(tool: ToolSpec) -> JsonObject:

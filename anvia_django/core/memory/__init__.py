@@ -1,8 +1,37 @@
 """The Anvia memory contract (``@anvia/core/memory`` in Python). No Django needed."""
 
-from .errors import ConversationScopeError, InvalidMemoryInputError, MemoryNotConfiguredError
+from .branches import (
+    ForkableMemoryStore,
+    ForkLineage,
+    Lineage,
+    MemoryForkInput,
+    RewindableMemoryStore,
+)
+from .compaction import (
+    CompactingMemoryStore,
+    CompactionPlan,
+    MemoryCompactionInput,
+    Summariser,
+    SummaryRecord,
+    estimate_tokens,
+)
+from .errors import (
+    ConversationScopeError,
+    InvalidMemoryInputError,
+    MemoryCapabilityError,
+    MemoryNotConfiguredError,
+)
 from .in_process import InProcessMemoryInspector, InProcessMemoryStore
 from .options import resolve_memory_options
+from .runs import (
+    RUN_STATUSES,
+    MemoryRunInput,
+    RunRecord,
+    RunRecordingMemoryStore,
+    RunStatus,
+    RunTotals,
+    TokenUsage,
+)
 from .types import (
     SAVE_POLICIES,
     ErrorRecordingMemoryStore,
@@ -29,31 +58,50 @@ from .validation import InputLimits
 from .window import window_start
 
 __all__ = [
+    "RUN_STATUSES",
     "SAVE_POLICIES",
+    "CompactingMemoryStore",
+    "CompactionPlan",
     "ConversationScopeError",
     "ErrorRecordingMemoryStore",
     "FailedRunRecord",
+    "ForkLineage",
+    "ForkableMemoryStore",
     "InProcessMemoryInspector",
     "InProcessMemoryStore",
     "InputLimits",
     "InvalidMemoryInputError",
     "JsonObject",
+    "Lineage",
     "MemoryAppendInput",
+    "MemoryCapabilityError",
+    "MemoryCompactionInput",
     "MemoryContext",
     "MemoryConversation",
     "MemoryConversationListOptions",
     "MemoryConversationMessage",
     "MemoryConversationSummary",
     "MemoryErrorInput",
+    "MemoryForkInput",
     "MemoryInspector",
     "MemoryNotConfiguredError",
     "MemoryOptions",
     "MemoryRegistration",
+    "MemoryRunInput",
     "MemorySavePolicy",
     "MemoryStore",
     "Message",
     "ResolvedMemoryOptions",
+    "RewindableMemoryStore",
+    "RunRecord",
+    "RunRecordingMemoryStore",
+    "RunStatus",
+    "RunTotals",
     "SessionOptions",
+    "Summariser",
+    "SummaryRecord",
+    "TokenUsage",
+    "estimate_tokens",
     "get_inspector",
     "resolve_memory_options",
     "window_start",

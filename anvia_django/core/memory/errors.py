@@ -29,6 +29,10 @@ class MemoryNotConfiguredError(RuntimeError):
     """A session was requested from an agent built without memory."""
 
 
+class MemoryCapabilityError(NotImplementedError):
+    """The store lacks an optional capability (rewind, fork, compaction) a call needs."""
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorDescription:
     """What a store keeps of a failed run's error: text every backend can store."""

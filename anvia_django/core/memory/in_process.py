@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from .errors import ConversationScopeError, InvalidMemoryInputError, describe_error
+from .in_process_lifecycle import InProcessLifecycle
+from .in_process_rows import Row, StoredConversation
 from .types import (
     FailedRunRecord,
     JsonObject,
@@ -37,30 +38,7 @@ from .validation import (
 from .window import window_start
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    run_id: str
-    turn: int
-    created_at: datetime
-    encoded: str
-    """The message as compact JSON: every read decodes a fresh copy."""
-
-
-@dataclass(slots=True)
-class _Conversation:
-    ref: str
-    session_id: str
-    user_id: str | None
-    metadata: str | None
-    created_at: datetime
-    updated_at: datetime
-    sequence: int
-    """Creation order, which breaks ties between equal ``updated_at``."""
-    rows: list[_Row] = field(default_factory=list)
-    failed_runs: list[FailedRunRecord] = field(default_factory=list)
-
-
-class InProcessMemoryStore:
+class InProcessMemoryStore(InProcessLifecycle):
     """A :class:`MemoryStore` (with ``record_error`` and an inspector) in memory.
 
     Safe under concurrent asyncio tasks and threads. ``load_limit`` makes
@@ -81,7 +59,7 @@ class InProcessMemoryStore:
         # so it never blocks the loop for long, and unlike asyncio.Lock it is
         # not tied to one event loop (tests and async_to_sync use several).
         self._lock = threading.Lock()
-        self._conversations: dict[str, _Conversation] = {}
+        self._conversations: dict[str, StoredConversation] = {}
         self._sequence = 0
         self._last_time = datetime.min.replace(tzinfo=UTC)
         self.inspector = InProcessMemoryInspector(self)
@@ -107,7 +85,7 @@ class InProcessMemoryStore:
             now = self._now()
             conversation = conversation or self._create(input.context, now)
             self._touch(conversation, input.context, now)
-            conversation.rows.extend(_Row(input.run_id, input.turn, now, e) for e in encoded)
+            conversation.rows.extend(Row(input.run_id, input.turn, now, e) for e in encoded)
 
     async def clear(self, context: MemoryContext) -> None:
         validate_context(context, self.limits)
@@ -143,7 +121,7 @@ class InProcessMemoryStore:
 
     # The helpers below run with the lock held.
 
-    def _scoped(self, context: MemoryContext) -> _Conversation | None:
+    def _scoped(self, context: MemoryContext) -> StoredConversation | None:
         conversation = self._conversations.get(context.session_id)
         if conversation is not None and context.user_id and context.user_id != conversation.user_id:
             raise ConversationScopeError(
@@ -151,9 +129,9 @@ class InProcessMemoryStore:
             )
         return conversation
 
-    def _create(self, context: MemoryContext, now: datetime) -> _Conversation:
+    def _create(self, context: MemoryContext, now: datetime) -> StoredConversation:
         self._sequence += 1
-        conversation = _Conversation(
+        conversation = StoredConversation(
             ref=secrets.token_urlsafe(18),
             session_id=context.session_id,
             user_id=context.user_id,
@@ -165,7 +143,9 @@ class InProcessMemoryStore:
         self._conversations[context.session_id] = conversation
         return conversation
 
-    def _touch(self, conversation: _Conversation, context: MemoryContext, now: datetime) -> None:
+    def _touch(
+        self, conversation: StoredConversation, context: MemoryContext, now: datetime
+    ) -> None:
         conversation.updated_at = now
         if context.metadata is not None:
             conversation.metadata = json.dumps(context.metadata)
@@ -179,7 +159,7 @@ class InProcessMemoryStore:
 
     @staticmethod
     def _is_retry(
-        conversation: _Conversation, input: MemoryAppendInput, encoded: list[str]
+        conversation: StoredConversation, input: MemoryAppendInput, encoded: list[str]
     ) -> bool:
         same = [r for r in conversation.rows if r.run_id == input.run_id and r.turn == input.turn]
         if len(same) < len(encoded):
@@ -187,7 +167,7 @@ class InProcessMemoryStore:
         # The JSON text, as the Django store compares: True == 1 in Python.
         return [r.encoded for r in same[-len(encoded) :]] == encoded
 
-    def _summary(self, conversation: _Conversation) -> MemoryConversationSummary:
+    def _summary(self, conversation: StoredConversation) -> MemoryConversationSummary:
         return MemoryConversationSummary(
             ref=conversation.ref,
             session_id=conversation.session_id,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from anvia_django.core.memory.errors import InvalidMemoryInputError, MemoryNotConfiguredError
 from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryRegistration
 
+from .compaction import CompactionPolicy
 from .model import ChatModel
 from .session import AgentSession
 from .tools import Tool
@@ -22,6 +23,7 @@ class Agent:
     tools: tuple[Tool, ...]
     memory: MemoryRegistration | None
     max_turns: int
+    compaction: CompactionPolicy | None = None
 
     def session(
         self, session_id: str, user_id: str | None = None, metadata: JsonObject | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from anvia_django.core.memory.compaction import Summariser
 from anvia_django.core.memory.options import resolve_memory_options
 from anvia_django.core.memory.types import (
     JsonObject,
@@ -15,6 +16,7 @@ from anvia_django.core.memory.types import (
 )
 
 from .agent import Agent
+from .compaction import CompactionPolicy
 from .model import ChatModel
 from .tools import Tool, make_tool
 
@@ -39,6 +41,7 @@ class AgentBuilder:
         self._tools: dict[str, Tool] = {}
         self._memory: MemoryRegistration | None = None
         self._max_turns = DEFAULT_MAX_TURNS
+        self._compaction: CompactionPolicy | None = None
 
     def instructions(self, text: str) -> AgentBuilder:
         """The system prompt, sent first on every turn and never stored."""
@@ -86,7 +89,30 @@ class AgentBuilder:
         self._max_turns = turns
         return self
 
+    def compaction(
+        self,
+        *,
+        max_messages: int | None = None,
+        max_tokens: int | None = None,
+        summariser: Summariser | None = None,
+    ) -> AgentBuilder:
+        """Compact sessions whose history passes ``max_messages`` messages or
+        ``max_tokens`` estimated tokens: the oldest part becomes a summary
+        written by ``summariser`` (default: this agent's model with a shipped
+        prompt). The store must support compaction (``compact()``)."""
+        self._compaction = CompactionPolicy(max_messages, max_tokens, summariser)
+        return self
+
     def build(self) -> Agent:
+        if self._compaction is not None and (
+            self._memory is None
+            or not callable(getattr(self._memory.store, "compact", None))
+            or not callable(getattr(self._memory.store, "load_compacted", None))
+        ):
+            raise TypeError(
+                "compaction needs a memory store that can compact (one with compact() "
+                "and load_compacted()); call .memory(store) with such a store."
+            )
         return Agent(
             name=self._name,
             model=self._model,
@@ -94,4 +120,5 @@ class AgentBuilder:
             tools=tuple(self._tools.values()),
             memory=self._memory,
             max_turns=self._max_turns,
+            compaction=self._compaction,
         )

@@ -31,6 +31,8 @@ class RunRecorder:
         self._pending: list[Message] = []
         self.messages: list[Message] = []
         """Every message of the run so far, saved or not."""
+        self.saved = 0
+        """How many of them the store has accepted."""
 
     def note(self, message: Message) -> None:
         """Count ``message`` as part of the run without saving it yet."""
@@ -56,6 +58,7 @@ class RunRecorder:
             return
         batch = list(self._pending)
         await self._store.append(MemoryAppendInput(self._context, self._run_id, turn, batch))
+        self.saved += len(batch)
         # Cleared only once stored: a failed append leaves the run failed, and
         # the pending messages still count in what record_error receives.
         self._pending.clear()

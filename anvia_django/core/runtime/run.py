@@ -5,14 +5,18 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from anvia_django.core.memory.errors import MemoryNotConfiguredError
+from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
 
+from .compaction import compact_if_over_budget, load_history
 from .conversation import repair_tool_exchanges, tool_calls_of
 from .errors import InvalidModelOutputError, TurnLimitExceededError
+from .model import ask_model, model_name
 from .recorder import RunRecorder
 from .tools import Tool, error_text, result_text, tool_result_message
 
@@ -31,6 +35,10 @@ class AgentResponse:
     messages: list[Message]
     """Every message of this run, in order: the user message first."""
     run_id: str
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """The token usage the model reported over the run's turns (``None``
+    counts when it reported none)."""
+    model: str | None = None
 
 
 async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentResponse:
@@ -40,8 +48,18 @@ async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentR
     run_id = uuid.uuid4().hex
     recorder = RunRecorder(store, context, run_id, agent.memory.options.save_policy)
     user: Message = {"role": "user", "content": text}
+    started_at = datetime.now(UTC)
+    usage = TokenUsage()
+    name = model_name(agent.model)
     try:
-        history = repair_tool_exchanges(await store.load(context))
+        history = await compact_if_over_budget(
+            agent.compaction,
+            store,
+            context,
+            agent.model,
+            await load_history(agent.compaction, store, context),
+        )
+        history = repair_tool_exchanges(history)
         await recorder.add(1, user)
         prefix: list[Message] = (
             [{"role": "system", "content": agent.instructions}] if agent.instructions else []
@@ -49,14 +67,20 @@ async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentR
         tools = {tool.name: tool for tool in agent.tools}
         specs = [tool.spec for tool in agent.tools]
         for turn in range(1, agent.max_turns + 1):
-            reply = _check_reply(
-                await agent.model.complete([*prefix, *history, *recorder.messages], specs)
-            )
+            answer = await ask_model(agent.model, [*prefix, *history, *recorder.messages], specs)
+            usage += answer.usage or TokenUsage()
+            name = answer.model or name
+            reply = _check_reply(answer.message)
             await recorder.add(turn, reply)
             calls = tool_calls_of(reply)
             if not calls:
                 await recorder.finish(turn)
-                return AgentResponse(output_text(reply), list(recorder.messages), run_id)
+                response = AgentResponse(
+                    output_text(reply), list(recorder.messages), run_id, usage, name
+                )
+                run = _run_input(context, run_id, "succeeded", started_at, name, usage, recorder)
+                await _record_run(store, run, None)
+                return response
             for call in calls:
                 await recorder.add(turn, await _call_tool(tools, call))
             await recorder.end_turn(turn)
@@ -66,7 +90,48 @@ async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentR
         # alone on purpose: it is treated like a killed process, and awaiting
         # the store while being cancelled would only delay the cancellation.
         await _record_failure(store, context, run_id, error, recorder.messages or [user])
+        run = _run_input(context, run_id, "failed", started_at, name, usage, recorder)
+        await _record_run(store, run, error)
         raise
+
+
+def _run_input(
+    context: MemoryContext,
+    run_id: str,
+    status: RunStatus,
+    started_at: datetime,
+    model: str | None,
+    usage: TokenUsage,
+    recorder: RunRecorder,
+) -> MemoryRunInput:
+    return MemoryRunInput(
+        context=context,
+        run_id=run_id,
+        status=status,
+        started_at=started_at,
+        finished_at=max(started_at, datetime.now(UTC)),
+        model=model,
+        usage=usage if usage.reported else None,
+        message_count=recorder.saved,
+    )
+
+
+async def _record_run(store: MemoryStore, run: MemoryRunInput, error: Exception | None) -> None:
+    """Give the store its run record, when it keeps them.
+
+    Never fails the run: by now its messages are saved (or its error is
+    about to be raised), and a caller that retried a succeeded run because
+    its bookkeeping failed would duplicate the conversation.
+    """
+    record_run = getattr(store, "record_run", None)
+    if not callable(record_run):
+        return
+    try:
+        await record_run(run)
+    except Exception as failure:
+        if error is not None:
+            error.add_note(f"record_run also failed: {type(failure).__name__}: {failure}")
+        logger.warning("record_run failed for run %s", run.run_id, exc_info=failure)
 
 
 async def _record_failure(

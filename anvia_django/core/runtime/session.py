@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from anvia_django.core.memory.types import MemoryContext, MemoryStore, Message
+from anvia_django.core.memory.branches import MemoryForkInput
+from anvia_django.core.memory.errors import MemoryCapabilityError
+from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryStore, Message
 
+from .compaction import load_history
 from .run import AgentResponse, execute_run
 
 if TYPE_CHECKING:
@@ -31,12 +34,52 @@ class AgentSession:
         return Prompt(self, text)
 
     async def history(self) -> list[Message]:
-        """The session's stored messages, as the store's ``load`` returns them."""
-        return await self._store.load(self.context)
+        """The session's stored messages, as the store's ``load`` returns them;
+        for an agent with compaction, what it loads: the newest summary, then
+        the messages after it."""
+        return await load_history(self.agent.compaction, self._store, self.context)
 
     async def clear(self) -> None:
         """Delete the session's history (and failed runs) from the store."""
         await self._store.clear(self.context)
+
+    async def rewind(self, to_position: int) -> int:
+        """Remove the stored messages from ``to_position`` (0-based) onwards;
+        return how many were removed.
+
+        For "edit and regenerate": rewind to the edited user message's
+        position, then send the edited text as a new prompt.
+        """
+        rewind = getattr(self._store, "rewind", None)
+        if not callable(rewind):
+            raise MemoryCapabilityError(
+                f"{type(self._store).__name__} cannot rewind a conversation (it has no rewind())."
+            )
+        removed: int = await rewind(self.context, to_position)
+        return removed
+
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        up_to: int,
+        user_id: str | None = None,
+        metadata: JsonObject | None = None,
+    ) -> AgentSession:
+        """Copy the first ``up_to`` stored messages into a new session, and return it.
+
+        The original stays as it is, so a fork keeps both branches. The new
+        session belongs to this session's user; ``user_id`` may name another
+        only when this session has none (trusted server code).
+        """
+        fork = getattr(self._store, "fork", None)
+        if not callable(fork):
+            raise MemoryCapabilityError(
+                f"{type(self._store).__name__} cannot fork a conversation (it has no fork())."
+            )
+        await fork(MemoryForkInput(self.context, session_id, up_to, user_id, metadata))
+        owner = user_id if user_id is not None else self.context.user_id
+        return self.agent.session(session_id, user_id=owner, metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,14 +6,14 @@ Argument parsing only; the work is in :mod:`anvia_django.management.memory_ops`.
 from __future__ import annotations
 
 import argparse
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.core.management import BaseCommand, CommandError, CommandParser
 
 from anvia_django.conf import ID_MAX_LENGTH
-from anvia_django.management import memory_ops
+from anvia_django.management import memory_ops, usage
 from anvia_django.management.durations import parse_age
 from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
 
@@ -38,6 +38,20 @@ def identifier(text: str) -> str:
     return text
 
 
+def start_moment(text: str) -> datetime:
+    try:
+        return usage.parse_moment(text, end_of_day=False)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def end_moment(text: str) -> datetime:
+    try:
+        return usage.parse_moment(text, end_of_day=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def age(text: str) -> timedelta:
     try:
         return parse_age(text)
@@ -46,11 +60,14 @@ def age(text: str) -> timedelta:
 
 
 class Command(BaseCommand):
-    help = "List, show, export, clear (erase) and prune stored agent conversations."
+    help = (
+        "List, show, export, clear (erase) and prune stored agent conversations; "
+        "report token usage."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(
-            dest="action", required=True, metavar="{list,show,export,clear,prune}"
+            dest="action", required=True, metavar="{list,show,export,clear,prune,usage}"
         )
 
         listing = self._subcommand(actions, "list", "Conversations, most recently updated first.")
@@ -95,6 +112,19 @@ class Command(BaseCommand):
         self._batch_size_option(prune)
         self._no_input_option(prune)
 
+        report = self._subcommand(
+            actions, "usage", "Token usage per user, from the run records, over a date range."
+        )
+        report.add_argument("--user", dest="user_id", type=identifier, help="Only this user.")
+        report.add_argument(
+            "--since", type=start_moment, help="Runs started at or after this date or time (UTC)."
+        )
+        report.add_argument(
+            "--until",
+            type=end_moment,
+            help="Runs started before this time; a date includes that whole day (UTC).",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         action: str = options["action"]
         verbosity: int = options["verbosity"]
@@ -132,6 +162,15 @@ class Command(BaseCommand):
                 interactive=options["interactive"],
                 confirm=self._ask,
                 verbosity=verbosity,
+            )
+        elif action == "usage":
+            if options["since"] and options["until"] and options["since"] >= options["until"]:
+                raise CommandError("--since must be before --until.")
+            usage.print_usage(
+                self.stdout,
+                user_id=options["user_id"],
+                since=options["since"],
+                until=options["until"],
             )
         else:  # argparse only lets the choices through
             raise CommandError(f"Unknown action {action!r}.")

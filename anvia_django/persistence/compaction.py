@@ -1,0 +1,200 @@
+"""Compaction summaries: planning one, writing it safely, and loading through it.
+
+Two workers may plan the same compaction; the write re-checks, under the
+conversation's row lock, that the newest summary is still the one planned
+on and that the last folded message is still the same row (a rewind
+replaces rows), so only the first writer's summary is kept. The
+(conversation, covers_through) constraint backs that up.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from anvia_django import signals
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.compaction import (
+    CompactionPlan,
+    SummaryRecord,
+    kept_from,
+    summary_message,
+    summary_text,
+    window_after_summary,
+)
+from anvia_django.core.memory.types import MemoryContext, Message
+from anvia_django.core.memory.validation import validate_context, validate_message
+from anvia_django.models import Conversation, MemoryMessage, MemorySummary
+
+from .databases import read_alias, write_alias
+from .inspection import validate_limit
+from .locking import lock_existing_conversation
+from .notify import send_after_commit
+from .reads import load_messages
+from .rows import as_utc
+from .scope import check_scope
+
+
+def load_through_summary(
+    context: MemoryContext, *, using: str | None = None, limit: int | None = None
+) -> list[Message]:
+    """What an agent with compaction loads: the newest summary followed by
+    the messages after it, or the plain (windowed) transcript without one.
+
+    One more query than :func:`load_messages`, so only compacting agents
+    pay for it.
+    """
+    validate_context(context, app_settings.input_limits)
+    compacted = load_compacted(context, using=using, limit=limit)
+    if compacted is not None:
+        return compacted
+    return load_messages(context, using=using, limit=limit)
+
+
+def load_compacted(
+    context: MemoryContext, *, using: str | None = None, limit: int | None = None
+) -> list[Message] | None:
+    """The newest summary followed by the messages after it, or ``None``
+    when the session has no summary (or it is not the caller's: the plain
+    load then answers, refusing another user's conversation)."""
+    alias = write_alias(using)
+    summaries = MemorySummary.objects.using(alias).filter(
+        conversation__session_id=context.session_id
+    )
+    if context.user_id:
+        # Another user's summary never leaves the database.
+        summaries = summaries.filter(conversation__user_id=context.user_id)
+    newest = (
+        summaries.order_by("-covers_through")
+        .values_list("conversation_id", "covers_through", "message")
+        .first()
+    )
+    if newest is None:
+        return None
+    conversation_id, covers_through, summary = newest
+    tail = list(
+        MemoryMessage.objects.using(alias)
+        .filter(conversation_id=conversation_id, position__gt=covers_through)
+        .order_by("position")
+        .values_list("run_id", "message")
+    )
+    return window_after_summary(summary, tail, limit)
+
+
+def plan_compaction(
+    context: MemoryContext,
+    *,
+    keep_messages: int,
+    keep_tokens: int | None,
+    using: str | None = None,
+) -> CompactionPlan | None:
+    """What a compaction would fold in now; ``None`` when the part after
+    the newest summary already fits the budget."""
+    validate_context(context, app_settings.input_limits)
+    alias = write_alias(using)
+    row = (
+        Conversation.objects.using(alias)
+        .filter(session_id=context.session_id)
+        .values_list("id", "user_id")
+        .first()
+    )
+    if row is None:
+        return None
+    conversation_id, owner = row
+    check_scope(owner, context.user_id)
+    newest = (
+        MemorySummary.objects.using(alias)
+        .filter(conversation_id=conversation_id)
+        .order_by("-covers_through")
+        .values_list("covers_through", "message")
+        .first()
+    )
+    previous_through, previous = newest if newest is not None else (None, None)
+    rows = list(
+        MemoryMessage.objects.using(alias)
+        .filter(conversation_id=conversation_id, position__gt=_after(previous_through))
+        .order_by("position")
+        .values_list("pk", "position", "run_id", "message")
+    )
+    messages = [row[3] for row in rows]
+    start = kept_from(
+        messages,
+        [row[2] for row in rows],
+        keep_messages=keep_messages,
+        keep_tokens=keep_tokens,
+    )
+    if start == 0:
+        return None
+    last_pk, covers_through = rows[start - 1][0], rows[start - 1][1]
+    return CompactionPlan(
+        context=context,
+        previous_summary=summary_text(previous),
+        previous_covers_through=previous_through,
+        messages=messages[:start],
+        covers_through=covers_through,
+        anchor=str(last_pk),
+    )
+
+
+def write_summary(plan: CompactionPlan, text: str, *, using: str | None = None) -> bool:
+    """Keep ``text`` as the summary ``plan`` describes; ``False`` (and
+    nothing written) when the conversation changed since it was planned."""
+    message = summary_message(text)
+    validate_message(message, "summary", app_settings.input_limits)
+    alias = write_alias(using)
+    with transaction.atomic(using=alias):
+        row = lock_existing_conversation(alias, plan.context.session_id)
+        if row is None:
+            return False
+        conversation_id, ref, owner = row
+        check_scope(owner, plan.context.user_id)
+        summaries = MemorySummary.objects.using(alias).filter(conversation_id=conversation_id)
+        if summaries.aggregate(newest=Max("covers_through"))["newest"] != (
+            plan.previous_covers_through
+        ):
+            return False  # another worker compacted first
+        unchanged = (
+            MemoryMessage.objects.using(alias)
+            .filter(
+                conversation_id=conversation_id,
+                position=plan.covers_through,
+                pk=int(plan.anchor),
+            )
+            .exists()
+        )
+        if not unchanged:
+            return False  # rewound (and perhaps refilled) meanwhile
+        MemorySummary.objects.using(alias).create(
+            conversation_id=conversation_id,
+            covers_through=plan.covers_through,
+            message=message,
+            created_at=timezone.now(),
+        )
+        send_after_commit(
+            signals.conversation_compacted,
+            using=alias,
+            session_id=plan.context.session_id,
+            ref=ref,
+            user_id=owner,
+            covers_through=plan.covers_through,
+        )
+    return True
+
+
+def list_summaries(
+    conversation_id: int, *, limit: int, using: str | None = None
+) -> list[SummaryRecord]:
+    """The conversation's ``limit`` newest summaries, newest first."""
+    validate_limit(limit)
+    rows = (
+        MemorySummary.objects.using(read_alias(using))
+        .filter(conversation_id=conversation_id)
+        .order_by("-covers_through")
+        .values_list("covers_through", "message", "created_at")[:limit]
+    )
+    return [SummaryRecord(k, message, as_utc(created)) for k, message, created in rows]
+
+
+def _after(covers_through: int | None) -> int:
+    return -1 if covers_through is None else covers_through

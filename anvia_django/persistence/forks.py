@@ -1,0 +1,179 @@
+"""Forking a conversation, and reading its lineage both ways.
+
+A fork is a new conversation holding a copy of the source's first N
+messages (and the summaries covering only those), made in one transaction
+while the source is locked, so no append or rewind can interleave. The new
+row records its source and N; the source is never modified.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from anvia_django import signals
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.branches import (
+    ForkLineage,
+    Lineage,
+    MemoryForkInput,
+    check_position_within,
+    validate_fork_input,
+)
+from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
+from anvia_django.core.memory.types import MemoryConversationSummary
+from anvia_django.models import Conversation, MemoryMessage, MemorySummary
+
+from .databases import read_alias, write_alias
+from .inspection import validate_limit
+from .locking import lock_existing_conversation
+from .notify import send_after_commit
+from .rows import SUMMARY_FIELDS, summary_from_row
+from .scope import check_scope
+
+COPY_BATCH = 500
+_SOURCE_FIELDS = (
+    "forked_from_id",
+    "forked_at_position",
+    "forked_from__ref",
+    "forked_from__session_id",
+    "forked_from__user_id",
+)
+_COPIED = ("position", "run_id", "turn", "role", "message")
+
+
+def fork_conversation(
+    input: MemoryForkInput, *, using: str | None = None
+) -> MemoryConversationSummary:
+    """Create ``input.session_id`` from the first ``input.position`` messages of the source.
+
+    Refused (nothing written): an unknown source, a position past its end,
+    a session id already in use (``InvalidMemoryInputError``), another
+    user's source, or an untrusted caller giving the fork to someone else
+    (``ConversationScopeError``).
+    """
+    validate_fork_input(input, app_settings.input_limits)
+    alias = write_alias(using)
+    with transaction.atomic(using=alias):
+        row = lock_existing_conversation(alias, input.source.session_id)
+        if row is None:
+            raise InvalidMemoryInputError("has no conversation to fork", path="source.session_id")
+        source_id, source_ref, owner = row
+        check_scope(owner, input.source.user_id)
+        user_id = input.user_id if input.user_id is not None else owner
+        if input.source.user_id and user_id != input.source.user_id:
+            raise ConversationScopeError(
+                "A fork belongs to the user of its source; only trusted server code "
+                "may give it to another user. Nothing was written."
+            )
+        count, metadata = (
+            Conversation.objects.using(alias)
+            .filter(pk=source_id)
+            .values_list("message_count", "metadata")
+            .get()
+        )
+        check_position_within(input.position, count, "position")
+        now = timezone.now()
+        try:
+            # A savepoint: a taken session id fails this insert alone.
+            with transaction.atomic(using=alias):
+                fork = Conversation.objects.using(alias).create(
+                    session_id=input.session_id,
+                    user_id=user_id,
+                    metadata=input.metadata if input.metadata is not None else metadata,
+                    created_at=now,
+                    updated_at=now,
+                    message_count=input.position,
+                    forked_from_id=source_id,
+                    forked_at_position=input.position,
+                )
+        except IntegrityError:
+            raise InvalidMemoryInputError(
+                "already names a conversation; a fork needs a new session id", path="session_id"
+            ) from None
+        _copy_messages(alias, source_id, fork.pk, input.position, now)
+        _copy_summaries(alias, source_id, fork.pk, input.position)
+        send_after_commit(
+            signals.conversation_forked,
+            using=alias,
+            session_id=fork.session_id,
+            ref=fork.ref,
+            user_id=user_id,
+            source_session_id=input.source.session_id,
+            source_ref=source_ref,
+            position=input.position,
+        )
+    return summary_from_row(tuple(getattr(fork, name) for name in SUMMARY_FIELDS))
+
+
+def _copy_messages(alias: str, source_id: int, fork_id: int, up_to: int, now: datetime) -> None:
+    # Keyset batches on the (conversation, position) index: memory stays
+    # bounded and no batch rescans the rows before it.
+    messages = MemoryMessage.objects.using(alias).filter(conversation_id=source_id)
+    after = -1
+    while after + 1 < up_to:
+        rows = list(
+            messages.filter(position__gt=after, position__lt=up_to)
+            .order_by("position")
+            .values_list(*_COPIED)[:COPY_BATCH]
+        )
+        if not rows:
+            break
+        # Stamped with the fork's time, like every message of a conversation
+        # (made within its lifetime); the source keeps the original times.
+        copies = [
+            MemoryMessage(
+                conversation_id=fork_id, created_at=now, **dict(zip(_COPIED, row, strict=True))
+            )
+            for row in rows
+        ]
+        MemoryMessage.objects.using(alias).bulk_create(copies)
+        after = rows[-1][0]
+
+
+def _copy_summaries(alias: str, source_id: int, fork_id: int, up_to: int) -> None:
+    summaries = MemorySummary.objects.using(alias).filter(
+        conversation_id=source_id, covers_through__lt=up_to
+    )
+    MemorySummary.objects.using(alias).bulk_create(
+        [
+            MemorySummary(conversation_id=fork_id, covers_through=k, message=m, created_at=c)
+            for k, m, c in summaries.values_list("covers_through", "message", "created_at")
+        ]
+    )
+
+
+def conversation_lineage(
+    conversation_id: int,
+    *,
+    user_id: str | None = None,
+    limit: int = 50,
+    using: str | None = None,
+) -> Lineage:
+    """Where the conversation was forked from, and its ``limit`` newest forks.
+
+    With ``user_id``, conversations of other users are left out (a hidden
+    source reads like a deleted one). Two queries, whatever the lineage.
+    """
+    validate_limit(limit)
+    conversations = Conversation.objects.using(read_alias(using))
+    source: Any = conversations.filter(pk=conversation_id).values_list(*_SOURCE_FIELDS).first()
+    forked_from = None
+    if source is not None and source[0] is not None:
+        _, position, ref, session_id, owner = source
+        visible = user_id is None or owner == user_id
+        forked_from = ForkLineage(
+            ref if visible else None, session_id if visible else None, position
+        )
+    forks = conversations.filter(forked_from_id=conversation_id)
+    if user_id is not None:
+        forks = forks.filter(user_id=user_id)
+    rows = forks.order_by("-created_at", "-id").values_list(
+        "ref", "session_id", "forked_at_position"
+    )[:limit]
+    return Lineage(
+        forked_from, [ForkLineage(ref, session, position or 0) for ref, session, position in rows]
+    )
