@@ -141,11 +141,11 @@ class AgentRun(models.Model):
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="runs", db_index=False
     )
-    run_id = models.CharField(max_length=ID_MAX_LENGTH)
+    run_id = IdentifierField(max_length=ID_MAX_LENGTH)
     status = models.CharField(max_length=16, choices=STATUS_CHOICES)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
-    model_name = models.CharField(max_length=ID_MAX_LENGTH, blank=True)
+    model_name = IdentifierField(max_length=ID_MAX_LENGTH, blank=True)
     # NULL: the model did not report this count (not the same as zero).
     input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     output_tokens = models.PositiveBigIntegerField(null=True, blank=True)

@@ -14,7 +14,7 @@ import anvia_django.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("anvia_django", "0002_unique_constraints_without_like_indexes"),
+        ("anvia_django", "0003_exact_collation_for_ids_and_text"),
     ]
 
     operations = [
@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
                         auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
                     ),
                 ),
-                ("run_id", models.CharField(max_length=255)),
+                ("run_id", anvia_django.fields.IdentifierField(max_length=255)),
                 (
                     "status",
                     models.CharField(
@@ -36,7 +36,7 @@ class Migration(migrations.Migration):
                 ),
                 ("started_at", models.DateTimeField()),
                 ("finished_at", models.DateTimeField()),
-                ("model_name", models.CharField(blank=True, max_length=255)),
+                ("model_name", anvia_django.fields.IdentifierField(blank=True, max_length=255)),
                 ("input_tokens", models.PositiveBigIntegerField(blank=True, null=True)),
                 ("output_tokens", models.PositiveBigIntegerField(blank=True, null=True)),
                 ("total_tokens", models.PositiveBigIntegerField(blank=True, null=True)),
