@@ -142,7 +142,7 @@ class AgentRun(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="runs", db_index=False
     )
     run_id = IdentifierField(max_length=ID_MAX_LENGTH)
-    status = models.CharField(max_length=16, choices=STATUS_CHOICES)
+    status = IdentifierField(max_length=16, choices=STATUS_CHOICES)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     model_name = IdentifierField(max_length=ID_MAX_LENGTH, blank=True)

@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
                 ("run_id", anvia_django.fields.IdentifierField(max_length=255)),
                 (
                     "status",
-                    models.CharField(
+                    anvia_django.fields.IdentifierField(
                         choices=[("succeeded", "succeeded"), ("failed", "failed")], max_length=16
                     ),
                 ),

@@ -68,7 +68,7 @@ class Summariser:
 
 def ref_of(store: Any, session_id: str) -> str:
     if isinstance(store, InProcessMemoryStore):
-        return store._conversations[session_id].ref
+        return str(store._conversations[session_id].ref)
     return Conversation.objects.get(session_id=session_id).ref
 
 

@@ -59,7 +59,7 @@ def test_rewind_keeps_the_first_messages_and_positions_continue(
 
 def _ref(store: Any, session_id: str) -> str:
     if isinstance(store, InProcessMemoryStore):
-        return store._conversations[session_id].ref
+        return str(store._conversations[session_id].ref)
     return Conversation.objects.get(session_id=session_id).ref
 
 
