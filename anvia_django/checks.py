@@ -61,6 +61,13 @@ def check_settings(
         messages.append(
             checks.Error("MAX_NESTING_DEPTH must be a positive integer.", id="anvia_django.E004")
         )
+    threads = values["STORE_THREADS"]
+    if threads is not None and not _is_positive_int(threads):
+        messages.append(
+            checks.Error(
+                "STORE_THREADS must be a positive integer or None.", id="anvia_django.E005"
+            )
+        )
     return messages
 
 

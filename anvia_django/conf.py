@@ -36,6 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_BYTES": 8 * 1024 * 1024,
     # Deepest nesting of lists and objects inside one message.
     "MAX_NESTING_DEPTH": 100,
+    # Threads (each with its own connections) that run store calls made from
+    # async code with no request or async_to_sync caller around it; None sends
+    # them all to asgiref's one shared thread. See anvia_django/db_threads.py.
+    "STORE_THREADS": 8,
 }
 
 ID_MAX_LENGTH = 255
@@ -93,6 +97,11 @@ class AppSettings:
     @property
     def MAX_NESTING_DEPTH(self) -> int:
         return int(self._get("MAX_NESTING_DEPTH"))
+
+    @property
+    def STORE_THREADS(self) -> int | None:
+        value = self._get("STORE_THREADS")
+        return None if value is None else int(value)
 
     @property
     def input_limits(self) -> InputLimits:

@@ -2,12 +2,12 @@
 
 The async methods wrap the synchronous functions in
 :mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
-each in one ``sync_to_async`` hop, as Django's own session backend does.
+each in one hop to a sync thread: the caller's own one inside a request or
+``async_to_sync``, else one of the store's database threads
+(:mod:`anvia_django.db_threads`).
 """
 
 from __future__ import annotations
-
-from asgiref.sync import sync_to_async
 
 from .core.memory.types import (
     MemoryAppendInput,
@@ -18,6 +18,7 @@ from .core.memory.types import (
     MemoryErrorInput,
     Message,
 )
+from .db_threads import run_in_db_thread
 from .persistence import (
     append_messages,
     clear_conversation,
@@ -37,12 +38,12 @@ class DjangoMemoryInspector:
     async def list_conversations(
         self, options: MemoryConversationListOptions
     ) -> list[MemoryConversationSummary]:
-        return await sync_to_async(list_conversation_summaries)(
-            options.limit, options.user_id, using=self.using
+        return await run_in_db_thread(
+            list_conversation_summaries, options.limit, options.user_id, using=self.using
         )
 
     async def get_conversation(self, ref: str) -> MemoryConversation | None:
-        return await sync_to_async(get_conversation_with_messages)(ref, using=self.using)
+        return await run_in_db_thread(get_conversation_with_messages, ref, using=self.using)
 
 
 class DjangoMemoryStore:
@@ -66,13 +67,15 @@ class DjangoMemoryStore:
         return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
-        return await sync_to_async(load_messages)(context, using=self.using, limit=self.load_limit)
+        return await run_in_db_thread(
+            load_messages, context, using=self.using, limit=self.load_limit
+        )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        await sync_to_async(append_messages)(input, using=self.using)
+        await run_in_db_thread(append_messages, input, using=self.using)
 
     async def clear(self, context: MemoryContext) -> None:
-        await sync_to_async(clear_conversation)(context, using=self.using)
+        await run_in_db_thread(clear_conversation, context, using=self.using)
 
     async def record_error(self, input: MemoryErrorInput) -> None:
-        await sync_to_async(record_failed_run)(input, using=self.using)
+        await run_in_db_thread(record_failed_run, input, using=self.using)
