@@ -16,6 +16,7 @@ own API and compared with what was appended.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,8 @@ from .raw import Baseline
 from .timing import Row
 from .workloads import Append, Sizes, batch_schedule, single_message_schedule, user_of
 
+STALL_SECONDS = float(os.environ.get("ANVIA_BENCH_STALL_SECONDS", 600))
+"""A contender that takes longer for one measurement fails the run, named."""
 STORE = "anvia-django"
 RAW = "raw driver"
 
@@ -160,7 +163,13 @@ async def time_one(contender: Contender, case: Case) -> float:
             for session, _, _, messages in lane:
                 contender.prepare(session, number, messages)
     started = time.perf_counter()
-    await asyncio.gather(*(lane_work(n, lane) for n, lane in enumerate(case.lanes)))
+    work = asyncio.gather(*(lane_work(n, lane) for n, lane in enumerate(case.lanes)))
+    try:
+        await asyncio.wait_for(work, STALL_SECONDS)
+    except TimeoutError:
+        raise RuntimeError(
+            f"{contender.name} did not finish {case.workload} in {STALL_SECONDS:g} s"
+        ) from None
     return time.perf_counter() - started
 
 

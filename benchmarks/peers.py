@@ -308,6 +308,10 @@ class LangChainPostgresHistory(_LangChainMessages):
         self.connections = []
 
     async def reset(self) -> None:
+        # Its reads leave a transaction open (the connections are not in
+        # autocommit), whose table lock would block the TRUNCATE.
+        for conn in self.connections:
+            await conn.rollback()
         _pg_truncate((self.table,))
 
     def _history(self, session_id: str, lane: int) -> Any:

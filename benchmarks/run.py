@@ -64,7 +64,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     baseline = make_baseline()
     await baseline.open(sizes.concurrency)
-    bench = workloads.Bench(DjangoMemoryStore(), baseline, sizes)
+    bench = workloads.Bench(DjangoMemoryStore(), baseline, sizes, no_peers=args.no_peers)
     steps = [
         ({"W1", "W2", "W3"}, workloads.appends),
         ({"W4"}, workloads.loads),

@@ -65,6 +65,7 @@ class Bench:
     baseline: Baseline
     sizes: Sizes
     notes: list[str] = field(default_factory=list)
+    no_peers: bool = False
 
 
 # One append of the W1/W2 schedule: (session, run id, turn, messages).
@@ -102,9 +103,8 @@ async def appends(bench: Bench) -> list[Row]:
     from .appends import append_rows
     from .peers import available_peers
 
-    return await append_rows(
-        bench.store, bench.baseline, available_peers(), bench.sizes, bench.notes
-    )
+    peers = [] if bench.no_peers else available_peers()
+    return await append_rows(bench.store, bench.baseline, peers, bench.sizes, bench.notes)
 
 
 async def loads(bench: Bench) -> list[Row]:

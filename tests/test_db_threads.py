@@ -146,15 +146,20 @@ def test_store_threads_none_keeps_asgirefs_shared_thread(settings: Any) -> None:
 @pytest.mark.django_db
 def test_async_to_sync_inside_atomic_sees_and_rolls_back_with_the_caller() -> None:
     store = DjangoMemoryStore()
-    with pytest.raises(RuntimeError, match="undo"), transaction.atomic():
-        append_messages(append_input("outer", [user("first")]))
-        async_to_sync(store.append)(append_input("outer", [user("inside")], run_id="r2"))
-        # The append ran on this thread's connection: it saw the caller's
-        # uncommitted conversation, and its own rows are visible here.
-        assert Conversation.objects.get(session_id="outer").message_count == 2
-        context = append_input("outer", []).context
-        assert async_to_sync(store.load)(context) == [user("first"), user("inside")]
-        raise RuntimeError("undo")
+
+    def inside_atomic() -> None:
+        with transaction.atomic():
+            append_messages(append_input("outer", [user("first")]))
+            async_to_sync(store.append)(append_input("outer", [user("inside")], run_id="r2"))
+            # The append ran on this thread's connection: it saw the caller's
+            # uncommitted conversation, and its own rows are visible here.
+            assert Conversation.objects.get(session_id="outer").message_count == 2
+            context = append_input("outer", []).context
+            assert async_to_sync(store.load)(context) == [user("first"), user("inside")]
+            raise RuntimeError("undo")
+
+    with pytest.raises(RuntimeError, match="undo"):
+        inside_atomic()
     assert not Conversation.objects.filter(session_id="outer").exists()
 
 
@@ -183,9 +188,9 @@ class AsyncTestCaseSeesItsTransaction(TestCase):
         store = DjangoMemoryStore()
         await store.append(append_input("fixture", [user("hi")], user_id="u1"))
         context = append_input("fixture", [], user_id="u1").context
-        self.assertEqual(await store.load(context), [user("first"), user("hi")])
+        assert await store.load(context) == [user("first"), user("hi")]
         conversation = await Conversation.objects.aget(session_id="fixture")
-        self.assertEqual(conversation.message_count, 2)
+        assert conversation.message_count == 2
 
 
 @pytest.mark.postgres
