@@ -246,7 +246,7 @@ def pooled_alias() -> Iterator[str]:
         yield alias
     finally:
         close_db_threads()
-        connections[alias].close_pool()
+        connections[alias].close_pool()  # type: ignore[attr-defined]
         connections[alias].close()
         del connections.settings[alias]
 
@@ -263,7 +263,7 @@ def test_psycopg_pool_connections_go_back_after_each_call(pooled_alias: str) -> 
         )
 
     asyncio.run(main())
-    pool = connections[pooled_alias].pool
+    pool = connections[pooled_alias].pool  # type: ignore[attr-defined]
     stats = pool.get_stats()
     assert stats["pool_max"] == 2
     assert stats["pool_available"] == stats["pool_size"]  # none held by an idle thread
