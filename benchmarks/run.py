@@ -64,9 +64,11 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     baseline = make_baseline()
     await baseline.open(sizes.concurrency)
-    bench = workloads.Bench(DjangoMemoryStore(), baseline, sizes, no_peers=args.no_peers)
+    bench = workloads.Bench(
+        DjangoMemoryStore(), baseline, sizes, no_peers=args.no_peers, only=frozenset(only)
+    )
     steps = [
-        ({"W1", "W2", "W3"}, workloads.appends),
+        ({"W1", "W2", "W3", "W8", "W9"}, workloads.appends),
         ({"W4"}, workloads.loads),
         ({"W5"}, workloads.lists),
         ({"W6"}, workloads.api),

@@ -66,6 +66,8 @@ class Bench:
     sizes: Sizes
     notes: list[str] = field(default_factory=list)
     no_peers: bool = False
+    only: frozenset[str] = frozenset()
+    """Workloads to run (``--only``); empty for all."""
 
 
 # One append of the W1/W2 schedule: (session, run id, turn, messages).
@@ -104,7 +106,9 @@ async def appends(bench: Bench) -> list[Row]:
     from .peers import available_peers
 
     peers = [] if bench.no_peers else available_peers()
-    return await append_rows(bench.store, bench.baseline, peers, bench.sizes, bench.notes)
+    return await append_rows(
+        bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.only
+    )
 
 
 async def loads(bench: Bench) -> list[Row]:
