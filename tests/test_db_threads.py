@@ -278,3 +278,51 @@ def test_store_threads_must_be_a_positive_integer_or_none(settings: Any, value: 
     assert [m.id for m in check_settings()] == ["anvia_django.E005"]
     settings.ANVIA_DJANGO = {"STORE_THREADS": None}
     assert check_settings() == []
+
+
+def test_a_cancelled_call_that_already_started_finishes_before_the_caller_resumes() -> None:
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def slow(*, using: str | None) -> None:
+        started.set()
+        release.wait(timeout=20)
+        finished.append("done")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(run_in_db_thread(slow, using=None))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 20)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done()  # still waiting for the running call
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert finished == ["done"]
+
+    asyncio.run(main())
+
+
+def test_a_call_cancelled_before_it_started_never_runs(settings: Any) -> None:
+    settings.ANVIA_DJANGO = {"STORE_THREADS": 1}
+    release = threading.Event()
+    ran: list[int] = []
+
+    def block(*, using: str | None) -> None:
+        release.wait(timeout=20)
+
+    def record(*, using: str | None) -> None:
+        ran.append(1)
+
+    async def main() -> None:
+        first = asyncio.ensure_future(run_in_db_thread(block, using=None))
+        queued = asyncio.ensure_future(run_in_db_thread(record, using=None))
+        await asyncio.sleep(0.05)
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        await first
+
+    asyncio.run(main())
+    assert ran == []
