@@ -71,6 +71,13 @@ def check_settings(
                 id="anvia_django.E005",
             )
         )
+    threads = values["STORE_THREADS"]
+    if threads is not None and not _is_positive_int(threads):
+        messages.append(
+            checks.Error(
+                "STORE_THREADS must be a positive integer or None.", id="anvia_django.E006"
+            )
+        )
     return messages
 
 

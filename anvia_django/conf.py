@@ -39,6 +39,10 @@ DEFAULTS: dict[str, Any] = {
     # "auto": the SQL written for the database (PostgreSQL, SQLite, MySQL,
     # MariaDB); "generic": the plain ORM with select_for_update everywhere.
     "SQL_DIALECT": "auto",
+    # Threads (each with its own connections) that run store calls made from
+    # async code with no request or async_to_sync caller around it; None sends
+    # them all to asgiref's one shared thread. See anvia_django/db_threads.py.
+    "STORE_THREADS": 8,
 }
 
 ID_MAX_LENGTH = 255
@@ -100,6 +104,9 @@ class AppSettings:
     @property
     def SQL_DIALECT(self) -> str:
         return str(self._get("SQL_DIALECT"))
+    def STORE_THREADS(self) -> int | None:
+        value = self._get("STORE_THREADS")
+        return None if value is None else int(value)
 
     @property
     def input_limits(self) -> InputLimits:

@@ -2,12 +2,12 @@
 
 The async methods wrap the synchronous functions in
 :mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
-each in one ``sync_to_async`` hop, as Django's own session backend does.
+each in one hop to a sync thread: the caller's own one inside a request or
+``async_to_sync``, else one of the store's database threads
+(:mod:`anvia_django.db_threads`).
 """
 
 from __future__ import annotations
-
-from asgiref.sync import sync_to_async
 
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
@@ -21,6 +21,7 @@ from .core.memory.types import (
     MemoryErrorInput,
     Message,
 )
+from .db_threads import run_in_db_thread
 from .persistence import (
     append_messages,
     clear_conversation,
@@ -46,12 +47,12 @@ class DjangoMemoryInspector:
     async def list_conversations(
         self, options: MemoryConversationListOptions
     ) -> list[MemoryConversationSummary]:
-        return await sync_to_async(list_conversation_summaries)(
-            options.limit, options.user_id, using=self.using
+        return await run_in_db_thread(
+            list_conversation_summaries, options.limit, options.user_id, using=self.using
         )
 
     async def get_conversation(self, ref: str) -> MemoryConversation | None:
-        return await sync_to_async(get_conversation_with_messages)(ref, using=self.using)
+        return await run_in_db_thread(get_conversation_with_messages, ref, using=self.using)
 
 
 class DjangoMemoryStore:
@@ -75,33 +76,35 @@ class DjangoMemoryStore:
         return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
-        return await sync_to_async(load_messages)(context, using=self.using, limit=self.load_limit)
+        return await run_in_db_thread(
+            load_messages, context, using=self.using, limit=self.load_limit
+        )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        await sync_to_async(append_messages)(input, using=self.using)
+        await run_in_db_thread(append_messages, input, using=self.using)
 
     async def clear(self, context: MemoryContext) -> None:
-        await sync_to_async(clear_conversation)(context, using=self.using)
+        await run_in_db_thread(clear_conversation, context, using=self.using)
 
     async def record_error(self, input: MemoryErrorInput) -> None:
-        await sync_to_async(record_failed_run)(input, using=self.using)
+        await run_in_db_thread(record_failed_run, input, using=self.using)
 
     async def record_run(self, input: MemoryRunInput) -> None:
-        await sync_to_async(record_run)(input, using=self.using)
+        await run_in_db_thread(record_run, input, using=self.using)
 
     async def rewind(self, context: MemoryContext, to_position: int) -> int:
         """Remove the session's messages from ``to_position`` on; return how many."""
-        return await sync_to_async(rewind_conversation)(context, to_position, using=self.using)
+        return await run_in_db_thread(rewind_conversation, context, to_position, using=self.using)
 
     async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
         """A new conversation from the first ``input.position`` messages of another."""
-        return await sync_to_async(fork_conversation)(input, using=self.using)
+        return await run_in_db_thread(fork_conversation, input, using=self.using)
 
     async def load_compacted(self, context: MemoryContext) -> list[Message]:
         """What an agent with compaction loads: the newest summary, then the
         messages after the range it covers (:meth:`load` when there is none)."""
-        return await sync_to_async(load_through_summary)(
-            context, using=self.using, limit=self.load_limit
+        return await run_in_db_thread(
+            load_through_summary, context, using=self.using, limit=self.load_limit
         )
 
     async def compact(self, input: MemoryCompactionInput) -> int | None:
@@ -110,7 +113,8 @@ class DjangoMemoryStore:
         return the last position it covers, or ``None`` if nothing was written."""
 
         async def plan() -> CompactionPlan | None:
-            return await sync_to_async(plan_compaction)(
+            return await run_in_db_thread(
+                plan_compaction,
                 input.context,
                 keep_messages=input.keep_messages,
                 keep_tokens=input.keep_tokens,
@@ -118,6 +122,6 @@ class DjangoMemoryStore:
             )
 
         async def write(planned: CompactionPlan, text: str) -> bool:
-            return await sync_to_async(write_summary)(planned, text, using=self.using)
+            return await run_in_db_thread(write_summary, planned, text, using=self.using)
 
         return await compact_in_steps(input, plan, write)

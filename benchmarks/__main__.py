@@ -35,6 +35,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="WORKLOAD",
         help="profile the store side of one workload (W1, W3, W4 or W5) with pyinstrument",
     )
+    parser.add_argument(
+        "--no-peers", action="store_true", help="skip the peer libraries (store and raw only)"
+    )
     parser.add_argument("--child-json", type=Path, default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -55,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                 command.append("--quick")
             if args.only:
                 command += ["--only", args.only]
+            if args.no_peers:
+                command.append("--no-peers")
             env = {**os.environ, "ANVIA_BENCH_DB": backend}
             print(f"== {backend} ==", file=sys.stderr, flush=True)
             done = subprocess.run(command, env=env, check=False)

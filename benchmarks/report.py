@@ -39,6 +39,8 @@ def _value(row: Row, value: float) -> str:
     """Per-call milliseconds, or for memory rows the whole peak in MiB."""
     if row.unit == "bytes":
         return f"{value / 2**20:.2f} MiB peak"
+    if row.unit == "x":
+        return f"{value:.2f}"
     return _ms(value, row.ops)
 
 
@@ -87,6 +89,7 @@ def render(results: list[dict[str, Any]], command: str) -> str:
                     f" a target of {row.target:g}x ({row.ratio / row.target - 1:+.0%})."
                 )
     lines.append("")
+    lines += peers_table(results)
     lines += ["## Targets missed in this run", ""]
     lines += misses or ["None."]
     notes = [note for result in results for note in result["notes"]]
@@ -101,3 +104,43 @@ def render(results: list[dict[str, Any]], command: str) -> str:
         for what, sql, plan in result["plans"]:
             lines += [f"**{what}**", "", "```sql", sql, "```", "", "```", plan, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def peers_table(results: list[dict[str, Any]]) -> list[str]:
+    """The store beside the peer libraries: each one's ratio to the raw driver."""
+    rows = [(r["backend"], Row.from_dict(d)) for r in results for d in r["rows"]]
+    rows = [(backend, row) for backend, row in rows if row.peers]
+    if not rows:
+        return []
+    names: list[str] = []
+    for _, row in rows:
+        names += [name for name in row.peers if name not in names]
+    lines = [
+        "## Beside the peers",
+        "",
+        "Each library through its own public API, on the same workload, interleaved with the",
+        "store and the raw driver in the same run: median time over the raw driver's (lower is",
+        "better; `-` where a library does not support the backend). W9's row is each one's own",
+        "time at 16 tasks over its time at 1 task (lower is more speed-up from concurrency).",
+        "",
+        "| backend | workload | what | anvia-django | raw driver | "
+        + " | ".join(names)
+        + " | store <= fastest peer |",
+        "|---|---|---|---:|---:|" + "---:|" * len(names) + ":---:|",
+    ]
+    for backend, row in rows:
+        if row.unit == "x":
+            store, raw = row.store_s, row.baseline_s or 0.0
+            peers = {name: row.peers.get(name) for name in names}
+        else:
+            store, raw = row.ratio or 0.0, 1.0
+            peers = {name: row.peer_ratio(name) for name in names}
+        shown = [f"{v:.2f}x" if v is not None else "-" for v in peers.values()]
+        fastest = min((v for v in peers.values() if v is not None), default=None)
+        met = "" if fastest is None else ("yes" if store <= fastest else "**no**")
+        lines.append(
+            f"| {backend} | {row.workload} | {row.what} | {store:.2f}x | {raw:.2f}x | "
+            + " | ".join(shown)
+            + f" | {met} |"
+        )
+    return [*lines, ""]

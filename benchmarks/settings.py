@@ -78,4 +78,10 @@ INSTALLED_APPS = [
     "anvia_django",
 ]
 MIDDLEWARE: list[str] = []
-ANVIA_DJANGO = {"INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"]}
+ANVIA_DJANGO: dict[str, Any] = {
+    "INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+}
+if os.environ.get("ANVIA_BENCH_STORE_THREADS"):
+    # For comparing pool sizes; "none" is asgiref's one shared thread.
+    threads = os.environ["ANVIA_BENCH_STORE_THREADS"]
+    ANVIA_DJANGO["STORE_THREADS"] = None if threads == "none" else int(threads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 Run = Callable[[], Awaitable[None]]
@@ -25,12 +25,19 @@ class Row:
     """Largest acceptable ``ratio``; ``None`` when the row only informs."""
     baseline: str = "raw driver"
     unit: str = "s"
+    peers: dict[str, float] = field(default_factory=dict)
+    """Median seconds of each peer library on the same workload, same run."""
 
     @property
     def ratio(self) -> float | None:
         if self.baseline_s is None or self.baseline_s <= 0:
             return None
         return self.store_s / self.baseline_s
+
+    def peer_ratio(self, name: str) -> float | None:
+        if self.baseline_s is None or self.baseline_s <= 0 or name not in self.peers:
+            return None
+        return self.peers[name] / self.baseline_s
 
     @property
     def met(self) -> bool | None:

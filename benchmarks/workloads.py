@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.db import connections
+from asgiref.sync import sync_to_async
 
 from anvia_django.core.memory.types import (
-    MemoryAppendInput,
     MemoryContext,
     MemoryConversationListOptions,
     Message,
@@ -40,6 +35,8 @@ class Sizes:
     memory_small: int = 10_000
     memory_large: int = 100_000
     write_repeats: int = 5
+    one_session_writers: int = 8
+    one_session_appends: int = 50
     read_repeats: int = 7
 
 
@@ -58,6 +55,7 @@ QUICK = Sizes(
     memory_large=10_000,
     write_repeats=3,
     read_repeats=3,
+    one_session_appends=10,
 )
 
 
@@ -67,6 +65,9 @@ class Bench:
     baseline: Baseline
     sizes: Sizes
     notes: list[str] = field(default_factory=list)
+    no_peers: bool = False
+    only: frozenset[str] = frozenset()
+    """Workloads to run (``--only``); empty for all."""
 
 
 # One append of the W1/W2 schedule: (session, run id, turn, messages).
@@ -99,83 +100,15 @@ def user_of(session: str) -> str:
     return f"user-{int(session[1:]) % 10}"
 
 
-def store_appends(
-    store: DjangoMemoryStore, schedule: list[Append], tasks: int
-) -> Callable[[], Awaitable[None]]:
-    inputs = [
-        MemoryAppendInput(MemoryContext(s, user_id=user_of(s)), run_id, turn, messages)
-        for s, run_id, turn, messages in schedule
-    ]
-
-    async def one_task(part: list[MemoryAppendInput]) -> None:
-        if tasks == 1:
-            for item in part:
-                await store.append(item)
-            return
-        # Each task is one agent session served concurrently: Django's ASGI
-        # handler gives every request such a context (its own sync thread and
-        # connection); without one, asgiref runs all sync code on one thread.
-        async with ThreadSensitiveContext():
-            for item in part:
-                await store.append(item)
-            await sync_to_async(connections.close_all)()
-
-    async def go() -> None:
-        await asyncio.gather(*(one_task(part) for part in _split(inputs, tasks)))
-
-    return go
-
-
-def baseline_appends(
-    baseline: Baseline, schedule: list[Append], tasks: int
-) -> Callable[[], Awaitable[None]]:
-    async def one_task(part: list[Append]) -> None:
-        for s, run_id, turn, messages in part:
-            await baseline.append(s, user_of(s), run_id, turn, messages)
-
-    async def go() -> None:
-        await asyncio.gather(*(one_task(part) for part in _split(schedule, tasks)))
-
-    return go
-
-
-def _split(items: list[Any], tasks: int) -> list[list[Any]]:
-    """Give each task whole sessions, so no two tasks race on one session."""
-    if tasks == 1:
-        return [items]
-    parts: list[list[Any]] = [[] for _ in range(tasks)]
-    for item in items:
-        parts[int(item_session(item)[1:]) % tasks].append(item)
-    return parts
-
-
-def item_session(item: Any) -> str:
-    return item.context.session_id if isinstance(item, MemoryAppendInput) else item[0]
-
-
 async def appends(bench: Bench) -> list[Row]:
-    sizes = bench.sizes
-    rows = []
-    cases = [
-        ("W1", "append 1 message per call", single_message_schedule(sizes), 1),
-        (
-            "W2",
-            f"append 1 message per call, {sizes.concurrency} asyncio tasks",
-            single_message_schedule(sizes),
-            sizes.concurrency,
-        ),
-        ("W3", "append turn batches of 4 messages", batch_schedule(sizes), 1),
-    ]
-    for workload, what, schedule, tasks in cases:
-        store_s, raw_s = await measure(
-            store_appends(bench.store, schedule, tasks),
-            baseline_appends(bench.baseline, schedule, tasks),
-            sizes.write_repeats,
-            setup=empty_tables,
-        )
-        label = f"{what} ({sizes.sessions} sessions x {sizes.messages_per_session} messages)"
-        rows.append(Row(workload, label, len(schedule), store_s, raw_s, sizes.write_repeats, None))
-    return rows
+    """W1-W3, W8, W9: the store beside the raw driver and the peers."""
+    from .appends import append_rows
+    from .peers import available_peers
+
+    peers = [] if bench.no_peers else available_peers()
+    return await append_rows(
+        bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.only
+    )
 
 
 async def loads(bench: Bench) -> list[Row]:
@@ -276,7 +209,6 @@ async def lists(bench: Bench) -> list[Row]:
 
 async def plans(bench: Bench) -> list[tuple[str, str, str]]:
     """EXPLAIN the store's list and load queries on the W5 data (large size)."""
-    from asgiref.sync import sync_to_async
 
     from .explain import store_query_plans
 
@@ -293,7 +225,6 @@ async def api(bench: Bench) -> list[Row]:
 
 async def memory(bench: Bench) -> list[Row]:
     """W7: peak memory of the paged API and the export command, by length."""
-    from asgiref.sync import sync_to_async
 
     from .api import memory_rows
 

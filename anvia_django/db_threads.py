@@ -1,0 +1,214 @@
+"""Which thread runs the store's synchronous database work for async callers.
+
+asgiref sends every ``sync_to_async(thread_sensitive=True)`` call to the one
+sync thread the caller belongs to. Inside an ASGI request (Django gives each
+its own ``ThreadSensitiveContext``) and under ``async_to_sync`` from sync
+code, that thread holds the caller's connection: a store call there sees the
+caller's open ``atomic()`` block and a test's transaction, which a second
+connection could not. :func:`run_in_db_thread` keeps exactly that behaviour
+whenever such a thread exists.
+
+Anywhere else (``asyncio.run``, arq, a queue consumer, a command driving
+agents) asgiref falls back to ONE thread shared by the whole process, so N
+tasks queue on one connection. There the store uses a bounded pool of its
+own threads instead (``ANVIA_DJANGO["STORE_THREADS"]``), each with its own
+connections, so N tasks run up to that many queries at once. A SQLite alias
+gets a single thread of its own: SQLite runs one writer at a time anyway,
+and queueing in the process beats waking up from the busy timeout's sleeps.
+
+Connections of pool threads live like those of a long-running worker (see
+docs/production.md): an unusable one is dropped before the next call, a
+positive ``CONN_MAX_AGE`` replaces it when it is older, a psycopg pool
+(``OPTIONS["pool"]``) gets it back after every call, and
+:func:`close_db_threads` (also run at exit) closes them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import contextvars
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from django.db import connections, router
+
+from .conf import app_settings
+
+R = TypeVar("R")
+
+_Job = tuple[Future[Any], contextvars.Context, Callable[[], Any]]
+
+
+def has_outer_sync_thread() -> bool:
+    """Whether asgiref ties this task to a sync thread other than its shared one.
+
+    Mirrors the order in which ``SyncToAsync`` picks a thread-sensitive
+    executor: an enclosing ``async_to_sync`` (its calling thread waits for
+    work), a ``ThreadSensitiveContext`` (an ASGI request), or a loop that
+    ``async_to_sync`` started. Should asgiref ever drop one of these
+    attributes, the answer is "yes", which keeps asgiref's own behaviour.
+    """
+    try:
+        if getattr(AsyncToSync.executors, "current", None) is not None:
+            return True
+        if SyncToAsync.thread_sensitive_context.get(None) is not None:
+            return True
+        return asyncio.get_running_loop() in AsyncToSync.loop_thread_executors
+    except AttributeError:
+        return True
+
+
+async def run_in_db_thread(
+    fn: Callable[..., R], /, *args: Any, using: str | None, **kwargs: Any
+) -> R:
+    """Await ``fn(*args, using=using, **kwargs)``: sync database work on alias ``using``."""
+    size = app_settings.STORE_THREADS
+    if size is None or has_outer_sync_thread():
+        return await sync_to_async(fn)(*args, using=using, **kwargs)
+    pool = _pool_for(using, size)
+    future = pool.submit(contextvars.copy_context(), lambda: fn(*args, using=using, **kwargs))
+    waiter = asyncio.wrap_future(future)
+    try:
+        return await asyncio.shield(waiter)
+    except asyncio.CancelledError:
+        if not future.cancel():
+            # Already running: let it finish, so that the caller's next store
+            # call cannot overtake this one on another thread. Its outcome
+            # is dropped: the caller sees the cancellation.
+            with contextlib.suppress(BaseException):
+                await waiter
+        raise
+
+
+class DatabaseThreadPool:
+    """Up to ``size`` threads, started on demand, serving one shared queue."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, context: contextvars.Context, call: Callable[[], R]) -> Future[R]:
+        future: Future[R] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"the store's database threads {self.name!r} are closed")
+            self._jobs.put((future, context, call))
+            # An idle thread will take the job; otherwise start one, up to size.
+            if not self._idle.acquire(timeout=0) and len(self._threads) < self.size:
+                thread = threading.Thread(
+                    target=self._work,
+                    name=f"anvia-db-{self.name}-{len(self._threads)}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def close(self, timeout: float | None = 30) -> None:
+        """Finish the queued jobs, close each thread's connections, stop the threads."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+            for _ in threads:
+                self._jobs.put(None)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def _work(self) -> None:
+        try:
+            while (job := self._jobs.get()) is not None:
+                future, context, call = job
+                del job
+                if future.set_running_or_notify_cancel():
+                    try:
+                        result = context.run(_one_call, call)
+                    except BaseException as exc:
+                        future.set_exception(exc)
+                    else:
+                        future.set_result(result)
+                del future, context, call
+                self._idle.release()
+        finally:
+            connections.close_all()
+
+
+def _one_call(call: Callable[[], R]) -> R:
+    """One store call as a unit of work, like a request for Django's connections."""
+    for conn in connections.all(initialized_only=True):
+        if conn.settings_dict.get("CONN_MAX_AGE") == 0 and not _pooled(conn):
+            # 0 means "close at the end of each request". A pool thread serves
+            # no requests: like a management command (and Django's own async
+            # ORM calls outside requests) it keeps its connection; errors and
+            # a changed autocommit still drop it below.
+            conn.close_at = None
+        conn.close_if_unusable_or_obsolete()
+    try:
+        return call()
+    finally:
+        for conn in connections.all(initialized_only=True):
+            if conn.connection is not None and _pooled(conn) and not conn.in_atomic_block:
+                conn.close()  # back to the psycopg pool, which bounds connections
+
+
+def _pooled(conn: Any) -> bool:
+    return bool(conn.settings_dict.get("OPTIONS", {}).get("pool"))
+
+
+_pools: dict[tuple[str, int], DatabaseThreadPool] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool_for(using: str | None, size: int) -> DatabaseThreadPool:
+    alias = using or _write_alias()
+    key = (alias, 1) if connections[alias].vendor == "sqlite" else ("", size)
+    pool = _pools.get(key)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(key)
+            if pool is None:
+                pool = _pools[key] = DatabaseThreadPool(key[0] or "shared", key[1])
+    return pool
+
+
+def _write_alias() -> str:
+    from .models import Conversation
+
+    return router.db_for_write(Conversation)
+
+
+def close_db_threads(timeout: float | None = 30) -> None:
+    """Stop the store's database threads after their queued calls, closing their connections.
+
+    For a worker's shutdown hook, or before closing a psycopg pool. Later
+    store calls start new threads.
+    """
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close(timeout)
+
+
+def _forget_pools_after_fork() -> None:
+    # The child has none of the parent's threads; start its own on demand.
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+atexit.register(close_db_threads, 5)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)

@@ -1,0 +1,292 @@
+"""Append workloads: the store, the raw driver and the peers, interleaved.
+
+W1  one message per call, sessions interleaved, one task
+W2  the same from 16 asyncio tasks under plain ``asyncio.gather`` (an arq
+    or consumer worker: no request, no ``async_to_sync`` around them)
+W3  turn batches of four messages per call
+W8  eight writers appending to one session at once
+W9  the W1 schedule from 4 tasks, and the speed-up from 1 to 16 tasks
+    (W1 over W2) of the store and each peer beside the raw driver's
+
+Every contender runs every repeat, in a rotating order, on emptied tables;
+after its first repeat each one's stored sessions are read back through its
+own API and compared with what was appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from anvia_django.core.memory.types import MemoryAppendInput, MemoryContext, Message
+from anvia_django.store import DjangoMemoryStore
+
+from .database import empty_tables
+from .peers import Peer
+from .raw import Baseline
+from .timing import Row
+from .workloads import QUICK, Append, Sizes, batch_schedule, single_message_schedule, user_of
+
+STALL_SECONDS = float(os.environ.get("ANVIA_BENCH_STALL_SECONDS", 600))
+"""A contender that takes longer for one measurement fails the run, named."""
+STORE = "anvia-django"
+RAW = "raw driver"
+
+
+@dataclass
+class Contender:
+    name: str
+    append: Callable[[str, int, str, int, list[Message]], Awaitable[None]]
+    """``(session, lane, run id, turn, messages)``; lane is the task's number."""
+    load: Callable[[str], Awaitable[list[Message]]]
+    reset: Callable[[], Awaitable[None]]
+    prepare: Callable[[str, int, list[Message]], None] | None = None
+
+
+def store_contender(store: DjangoMemoryStore) -> Contender:
+    async def append(s: str, lane: int, run_id: str, turn: int, messages: list[Message]) -> None:
+        await store.append(
+            MemoryAppendInput(MemoryContext(s, user_id=user_of(s)), run_id, turn, messages)
+        )
+
+    async def load(s: str) -> list[Message]:
+        return await store.load(MemoryContext(s, user_id=user_of(s)))
+
+    return Contender(STORE, append, load, _empty_app_tables)
+
+
+def raw_contender(baseline: Baseline) -> Contender:
+    async def append(s: str, lane: int, run_id: str, turn: int, messages: list[Message]) -> None:
+        await baseline.append(s, user_of(s), run_id, turn, messages)
+
+    return Contender(RAW, append, baseline.load, _empty_app_tables)
+
+
+def peer_contender(peer: Peer) -> Contender:
+    async def append(s: str, lane: int, run_id: str, turn: int, messages: list[Message]) -> None:
+        await peer.append(s, lane, messages)
+
+    return Contender(peer.name, append, peer.load, peer.reset, getattr(peer, "prepare", None))
+
+
+async def _empty_app_tables() -> None:
+    empty_tables()
+
+
+def split(schedule: list[Append], tasks: int) -> list[list[Append]]:
+    """Give each task whole sessions, so no two tasks race on one session."""
+    parts: list[list[Append]] = [[] for _ in range(tasks)]
+    for item in schedule:
+        parts[int(item[0][1:]) % tasks].append(item)
+    return parts
+
+
+def one_session_writers(writers: int, per_writer: int) -> list[list[Append]]:
+    """W8: each writer's own numbered messages, all to session ``s0``."""
+    return [
+        [
+            ("s0", f"run-w{w}", 1, [{"role": "user", "content": f"writer {w} message {i}"}])
+            for i in range(per_writer)
+        ]
+        for w in range(writers)
+    ]
+
+
+@dataclass
+class Case:
+    workload: str
+    what: str
+    lanes: list[list[Append]]
+    """One list of appends per concurrent task."""
+    check: Callable[[dict[str, list[Message]]], str | None]
+    """Given each session's stored messages, an error or ``None``."""
+
+    @property
+    def calls(self) -> int:
+        return sum(len(lane) for lane in self.lanes)
+
+    @property
+    def sessions(self) -> list[str]:
+        return sorted({item[0] for lane in self.lanes for item in lane})
+
+
+def expect_in_order(schedule: list[Append]) -> Callable[[dict[str, list[Message]]], str | None]:
+    expected: dict[str, list[Message]] = {}
+    for session, _, _, messages in schedule:
+        expected.setdefault(session, []).extend(messages)
+
+    def check(stored: dict[str, list[Message]]) -> str | None:
+        for session, messages in expected.items():
+            if stored.get(session) != messages:
+                got = stored.get(session)
+                return f"session {session}: {len(got or [])} messages stored, not the appended ones"
+        return None
+
+    return check
+
+
+def expect_each_writer_in_order(
+    lanes: list[list[Append]],
+) -> Callable[[dict[str, list[Message]]], str | None]:
+    def check(stored: dict[str, list[Message]]) -> str | None:
+        messages = stored.get("s0", [])
+        total = sum(len(lane) for lane in lanes)
+        if len(messages) != total:
+            return f"{len(messages)} messages stored, {total} appended"
+        for lane in lanes:
+            mine = [m for _, _, _, batch in lane for m in batch]
+            seen = [m for m in messages if m in mine]
+            if seen != mine:
+                return f"the messages of {lane[0][1]} are stored out of order"
+        return None
+
+    return check
+
+
+def tasks_case(workload: str, what: str, schedule: list[Append], tasks: int) -> Case:
+    lanes = [schedule] if tasks == 1 else split(schedule, tasks)
+    return Case(workload, what, lanes, expect_in_order(schedule))
+
+
+async def time_one(contender: Contender, case: Case) -> float:
+    async def lane_work(number: int, lane: list[Append]) -> None:
+        for session, run_id, turn, messages in lane:
+            await contender.append(session, number, run_id, turn, messages)
+
+    await contender.reset()
+    if contender.prepare is not None:
+        for number, lane in enumerate(case.lanes):
+            for session, _, _, messages in lane:
+                contender.prepare(session, number, messages)
+    started = time.perf_counter()
+    work = asyncio.gather(*(lane_work(n, lane) for n, lane in enumerate(case.lanes)))
+    try:
+        await asyncio.wait_for(work, STALL_SECONDS)
+    except TimeoutError:
+        raise RuntimeError(
+            f"{contender.name} did not finish {case.workload} in {STALL_SECONDS:g} s"
+        ) from None
+    return time.perf_counter() - started
+
+
+async def verify(contender: Contender, case: Case) -> str | None:
+    stored = {session: await contender.load(session) for session in case.sessions}
+    problem = case.check(stored)
+    return None if problem is None else f"{case.workload} {contender.name}: {problem}"
+
+
+async def measure_case(
+    contenders: list[Contender], case: Case, repeats: int, problems: list[str]
+) -> dict[str, float]:
+    """Median seconds per contender, order rotated every repeat."""
+    times: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for repeat in range(repeats):
+        shift = repeat % len(contenders)
+        for contender in contenders[shift:] + contenders[:shift]:
+            times[contender.name].append(await time_one(contender, case))
+            if repeat == 0 and (problem := await verify(contender, case)) is not None:
+                problems.append(problem)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def cases(sizes: Sizes) -> list[Case]:
+    size = f"({sizes.sessions} sessions x {sizes.messages_per_session} messages)"
+    single = single_message_schedule(sizes)
+    writers = one_session_writers(sizes.one_session_writers, sizes.one_session_appends)
+    return [
+        tasks_case("W1", f"append 1 message per call {size}", single, 1),
+        tasks_case(
+            "W2",
+            f"append 1 message per call, {sizes.concurrency} asyncio tasks {size}",
+            single,
+            sizes.concurrency,
+        ),
+        tasks_case("W9", f"append 1 message per call, 4 asyncio tasks {size}", single, 4),
+        tasks_case("W3", f"append turn batches of 4 messages {size}", batch_schedule(sizes), 1),
+        Case(
+            "W8",
+            f"{len(writers)} writers appending to one session at once"
+            f" ({sizes.one_session_appends} messages each)",
+            writers,
+            expect_each_writer_in_order(writers),
+        ),
+    ]
+
+
+async def append_rows(
+    store: DjangoMemoryStore,
+    baseline: Baseline,
+    peers: list[Peer],
+    sizes: Sizes,
+    notes: list[str],
+    only: frozenset[str] = frozenset(),
+) -> list[Row]:
+    contenders = [store_contender(store), raw_contender(baseline)]
+    opened: list[Peer] = []
+    try:
+        for peer in peers:
+            await peer.open(sizes.concurrency)
+            opened.append(peer)
+            contenders.append(peer_contender(peer))
+        rows = []
+        medians: dict[str, dict[str, float]] = {}
+        problems: list[str] = []
+        for case in cases(sizes):
+            # W9's speed-up row needs W1 and W2.
+            wanted = only | ({"W1", "W2"} if "W9" in only else set())
+            if only and case.workload not in wanted:
+                continue
+            print(f"     {case.workload} {case.what} ...", flush=True)
+            # --quick keeps CI short: the peers join W1 only, which still
+            # runs (and checks) every peer's code.
+            joined = contenders if sizes != QUICK or case.workload == "W1" else contenders[:2]
+            result = await measure_case(joined, case, sizes.write_repeats, problems)
+            medians[case.workload] = result
+            peer_times = {k: v for k, v in result.items() if k not in (STORE, RAW)}
+            rows.append(
+                Row(
+                    case.workload,
+                    case.what,
+                    case.calls,
+                    result[STORE],
+                    result[RAW],
+                    sizes.write_repeats,
+                    peers=peer_times,
+                )
+            )
+        if "W1" in medians and "W2" in medians:
+            rows.append(speed_up_row(medians, sizes))
+        if problems:
+            raise AssertionError("correctness checks failed:\n" + "\n".join(problems))
+        notes.append(
+            "Append correctness: every contender's sessions read back through its own API"
+            " matched what was appended (order, content; W8: each writer's order)."
+        )
+        return rows
+    finally:
+        for peer in opened:
+            await peer.close()
+
+
+def speed_up_row(medians: dict[str, dict[str, float]], sizes: Sizes) -> Row:
+    """Time at 16 tasks over time at 1 task: below 1 is a speed-up.
+
+    The ratio to the raw driver's is the inverse of the share of its
+    speed-up that a contender keeps: at most 1.25x keeps 80% of it.
+    """
+    one, many = medians["W1"], medians["W2"]
+    slowdown = {name: many[name] / one[name] for name in one if name in many}
+    return Row(
+        "W9",
+        f"time at {sizes.concurrency} tasks over time at 1 task (W2 / W1)",
+        1,
+        slowdown.pop(STORE),
+        slowdown.pop(RAW),
+        sizes.write_repeats,
+        peers=slowdown,
+        unit="x",
+    )
