@@ -105,6 +105,7 @@ class AppSettings:
     def SQL_DIALECT(self) -> str:
         return str(self._get("SQL_DIALECT"))
 
+    @property
     def STORE_THREADS(self) -> int | None:
         value = self._get("STORE_THREADS")
         return None if value is None else int(value)

@@ -69,7 +69,7 @@ class Summariser:
 def ref_of(store: Any, session_id: str) -> str:
     if isinstance(store, InProcessMemoryStore):
         return str(store._conversations[session_id].ref)
-    return Conversation.objects.get(session_id=session_id).ref
+    return str(Conversation.objects.get(session_id=session_id).ref)
 
 
 @pytest.mark.parametrize("make_store", STORES.values(), ids=list(STORES))

@@ -60,7 +60,7 @@ def test_rewind_keeps_the_first_messages_and_positions_continue(
 def _ref(store: Any, session_id: str) -> str:
     if isinstance(store, InProcessMemoryStore):
         return str(store._conversations[session_id].ref)
-    return Conversation.objects.get(session_id=session_id).ref
+    return str(Conversation.objects.get(session_id=session_id).ref)
 
 
 def test_rewinding_to_the_end_writes_nothing() -> None:
