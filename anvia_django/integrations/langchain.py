@@ -28,7 +28,7 @@ one call), so it is written together with a run record whose run id is the
 batch's: the token usage summed from the AI messages' ``usage_metadata``, the
 model name from their ``response_metadata`` (``model_name`` or ``model``),
 the batch's message count, and as start this history's first read since its
-last write (``RunnableWithMessageHistory`` reads the history when the
+last recorded run (``RunnableWithMessageHistory`` reads the history when the
 invocation starts). ``record_runs=False`` turns this off.
 
 Per-user conversation ids (``RunnableWithMessageHistory`` with
