@@ -22,6 +22,15 @@ Each ``add_messages`` call is one atomic append with run id
 loop it reads in a fresh thread, see :mod:`anvia_django.integrations.offloop`);
 to write from async code use the ``a``-prefixed methods.
 
+Run records: a batch holding an ``AIMessage`` is one run of a chain (as
+``RunnableWithMessageHistory`` writes each invocation's input and output in
+one call), so it is written together with a run record whose run id is the
+batch's: the token usage summed from the AI messages' ``usage_metadata``, the
+model name from their ``response_metadata`` (``model_name`` or ``model``),
+the batch's message count, and as start this history's first read since its
+last recorded run (``RunnableWithMessageHistory`` reads the history when the
+invocation starts). ``record_runs=False`` turns this off.
+
 Per-user conversation ids (``RunnableWithMessageHistory`` with
 ``history_factory_config``)::
 
@@ -41,6 +50,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import SynchronousOnlyOperation
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
+    AIMessage,
     BaseMessage,
     convert_to_messages,
     message_to_dict,
@@ -50,13 +60,20 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from anvia_django.conf import ID_MAX_LENGTH, app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.core.memory.types import JsonObject, MemoryContext, Message
+from anvia_django.core.memory.runs import TokenUsage
+from anvia_django.core.memory.types import (
+    JsonObject,
+    MemoryAppendInput,
+    MemoryContext,
+    Message,
+)
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.persistence import clear_conversation, load_messages
 
-from .batches import append_batch
+from .batches import BATCH_TURN, append_batch, new_batch_id
 from .keys import user_conversation_session_id
 from .offloop import in_event_loop_thread, read_off_the_loop
+from .runs import RunTally, append_and_record, model_identifier, run_input
 from .settle import write_to_completion
 
 SOURCE = "langchain"
@@ -118,7 +135,8 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
 
     ``user_id`` scopes the history to its owner (another user's session
     raises ``ConversationScopeError``); ``metadata`` is stored on the
-    conversation; ``using`` picks a database alias. To key histories by
+    conversation; ``using`` picks a database alias; ``record_runs`` keeps a
+    run record for each batch that holds an AI message. To key histories by
     (user, conversation) use :meth:`for_user_conversation`.
     """
 
@@ -129,6 +147,7 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         user_id: str | None = None,
         metadata: JsonObject | None = None,
         using: str | None = None,
+        record_runs: bool = True,
     ) -> None:
         super().__init__()
         context = MemoryContext(session_id, user_id=user_id, metadata=metadata)
@@ -136,7 +155,9 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         self.session_id = session_id
         self.user_id = user_id
         self.using = using
+        self.record_runs = record_runs
         self._context = context
+        self._tally = RunTally()
 
     @classmethod
     def for_user_conversation(cls, user_id: str, conversation_id: str) -> DjangoChatMessageHistory:
@@ -163,10 +184,12 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         """The history, oldest first. Readable inside async code too (in a
         fresh thread, which sees committed data only); ``aget_messages``
         does not block the event loop."""
+        self._tally.touched()
         stored = read_off_the_loop(load_messages, self._context, using=self.using)
         return [stored_to_message(m) for m in stored]
 
     async def aget_messages(self) -> list[BaseMessage]:
+        self._tally.touched()
         stored = await sync_to_async(load_messages)(self._context, using=self.using)
         return [stored_to_message(m) for m in stored]
 
@@ -175,12 +198,12 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         _refuse_sync_write_in_async_code("add_messages", "aadd_messages")
         stored = self._to_stored(messages)
         if stored:
-            append_batch(self._context, SOURCE, stored, using=self.using)
+            self._write(messages, stored)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         stored = self._to_stored(messages)
         if stored:
-            await write_to_completion(append_batch, self._context, SOURCE, stored, using=self.using)
+            await write_to_completion(self._write, messages, stored)
 
     def clear(self) -> None:
         """Delete the session's conversation and everything in it."""
@@ -190,9 +213,49 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
     async def aclear(self) -> None:
         await write_to_completion(clear_conversation, self._context, using=self.using)
 
+    def _write(self, messages: Sequence[BaseMessage], stored: list[Message]) -> None:
+        answers = [m for m in messages if isinstance(m, AIMessage)]
+        if not (self.record_runs and answers):
+            append_batch(self._context, SOURCE, stored, using=self.using)
+            return
+        batch_id = new_batch_id(SOURCE)
+        append = MemoryAppendInput(self._context, batch_id, BATCH_TURN, stored)
+        run = run_input(
+            self._context,
+            batch_id,
+            "succeeded",
+            started_at=self._tally.started_at,
+            model=_model_name(answers),
+            usage=_token_usage(answers),
+            message_count=len(stored),
+        )
+        append_and_record(append, run, using=self.using)
+        self._tally.reset()
+
     @staticmethod
     def _to_stored(messages: Sequence[BaseMessage]) -> list[Message]:
         return [message_to_stored(m, f"messages[{i}]") for i, m in enumerate(messages)]
+
+
+def _token_usage(answers: list[AIMessage]) -> TokenUsage:
+    total = TokenUsage()
+    for answer in answers:
+        usage = answer.usage_metadata
+        if usage is not None:
+            total += TokenUsage(
+                usage.get("input_tokens"), usage.get("output_tokens"), usage.get("total_tokens")
+            )
+    return total
+
+
+def _model_name(answers: list[AIMessage]) -> str | None:
+    """The newest answer's model name, under the keys chat models use for it."""
+    for answer in reversed(answers):
+        metadata = answer.response_metadata
+        name = model_identifier(metadata.get("model_name") or metadata.get("model"))
+        if name is not None:
+            return name
+    return None
 
 
 def _refuse_sync_write_in_async_code(method: str, async_method: str) -> None:

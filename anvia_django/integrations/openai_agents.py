@@ -19,17 +19,30 @@ Each ``add_items`` call is one atomic append with run id
 refuses exactly what ``SQLiteSession`` does, and defaults to ``SessionSettings()``.
 A cancelled ``add_items`` / ``pop_item`` / ``clear_session`` returns only once
 its write has committed or rolled back (:mod:`anvia_django.integrations.settle`).
+
+Run records: the SDK tells a session nothing about the run it serves, so the
+caller hands the finished run over::
+
+    try:
+        result = await Runner.run(agent, "Hi", session=session)
+    except AgentsException as error:
+        await session.record_run(error)
+        raise
+    await session.record_run(result)
 """
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import sync_to_async
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.core.memory.types import JsonObject, MemoryContext, Message
+from anvia_django.core.memory.runs import MemoryRunInput, TokenUsage
+from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryErrorInput, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.persistence import (
     clear_conversation,
@@ -39,11 +52,16 @@ from anvia_django.persistence import (
 )
 
 from .batches import append_batch
+from .runs import RunTally, model_identifier, record_outcome, run_input
 from .settle import write_to_completion
 
 if TYPE_CHECKING:
+    from agents.agent import Agent
+    from agents.exceptions import RunErrorDetails
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
+    from agents.result import RunResultBase
+    from agents.usage import Usage
 
 SOURCE = "openai-agents"
 ITEM_KEY = "openai_agents_item"
@@ -107,6 +125,8 @@ class DjangoSession:
         self.using = using
         self.session_settings = _coerce_settings(session_settings)
         self._context = context
+        self._tally = RunTally()
+        self._recorded: MemoryRunInput | None = None
 
     def __repr__(self) -> str:
         return (
@@ -119,6 +139,7 @@ class DjangoSession:
         (else ``session_settings.limit``). ``limit=0`` gives ``[]``."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
+        self._tally.touched()
         messages = await sync_to_async(self._load)(limit)
         return [message_to_item(message) for message in messages]
 
@@ -129,6 +150,7 @@ class DjangoSession:
             await write_to_completion(
                 append_batch, self._context, SOURCE, messages, using=self.using
             )
+            self._tally.add_saved(len(messages))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; ``None`` when the session is empty."""
@@ -139,10 +161,79 @@ class DjangoSession:
         """Delete the session's conversation and everything in it."""
         await write_to_completion(clear_conversation, self._context, using=self.using)
 
+    async def record_run(
+        self,
+        outcome: RunResultBase | Exception,
+        *,
+        run_id: str | None = None,
+        model: str | None = None,
+        started_at: datetime | None = None,
+    ) -> str:
+        """Record the run that just used this session; return its run id.
+
+        ``outcome`` is the run's ``RunResult`` / ``RunResultStreaming`` (a
+        succeeded run; stream it to its end first) or the exception it raised
+        (a failed run, recorded with an error record holding the items an
+        ``AgentsException`` says it produced). The record holds the token
+        usage the SDK summed in ``context_wrapper.usage`` (none when no
+        model request was made), the model name when the last agent's model names one (else
+        pass ``model``), the items this session saved since its previous
+        recorded run, and as start the first read or write since then
+        (or ``started_at``). Retrying with the returned ``run_id`` writes
+        nothing new: the run recorded last is written again as it was (and
+        ``persistence.record_run`` finds it stored).
+        """
+        if self._recorded is not None and run_id == self._recorded.run_id:
+            await write_to_completion(record_outcome, self._recorded, None, using=self.using)
+            return run_id
+        failed = isinstance(outcome, Exception)
+        if isinstance(outcome, Exception):
+            # The SDK attaches what the run had done to its AgentsExceptions.
+            details: RunErrorDetails | None = getattr(outcome, "run_data", None)
+            usage = None if details is None else details.context_wrapper.usage
+            agent = None if details is None else details.last_agent
+        else:
+            usage, agent, details = outcome.context_wrapper.usage, outcome.last_agent, None
+        if run_id is None:
+            run_id = f"{SOURCE}-run-{uuid.uuid4().hex}"
+        run = run_input(
+            self._context,
+            run_id,
+            "failed" if failed else "succeeded",
+            started_at=started_at or self._tally.started_at,
+            model=model or _model_name(agent),
+            usage=_token_usage(usage),
+            message_count=self._tally.saved,
+        )
+        error = None
+        if isinstance(outcome, Exception):
+            produced = [] if details is None else details.new_items
+            items = [item_to_message(item.to_input_item()) for item in produced]
+            error = MemoryErrorInput(self._context, run_id, outcome, items)
+        await write_to_completion(record_outcome, run, error, using=self.using)
+        self._tally.reset()
+        self._recorded = run
+        return run_id
+
     def _load(self, limit: int | None) -> list[Message]:
         if limit is None:
             return load_messages(self._context, using=self.using)
         return load_latest_messages(self._context, limit, using=self.using)
+
+
+def _token_usage(usage: Usage | None) -> TokenUsage | None:
+    # A Usage without requests is the SDK's empty default, not a report of 0.
+    if usage is None or usage.requests == 0:
+        return None
+    return TokenUsage(usage.input_tokens, usage.output_tokens, usage.total_tokens)
+
+
+def _model_name(agent: Agent[Any] | None) -> str | None:
+    """The agent's model name: its ``model`` string, or the ``model``
+    attribute of the SDK's OpenAI model classes. ``None`` when the agent
+    leaves the model to the run config, which a result does not keep."""
+    model = None if agent is None else agent.model
+    return model_identifier(model if isinstance(model, str) else getattr(model, "model", None))
 
 
 def _coerce_settings(value: SessionSettings | dict[str, Any] | None) -> SessionSettings:
