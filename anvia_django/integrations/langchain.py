@@ -46,7 +46,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import SynchronousOnlyOperation
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
@@ -68,6 +67,7 @@ from anvia_django.core.memory.types import (
     Message,
 )
 from anvia_django.core.memory.validation import validate_context
+from anvia_django.db_threads import run_in_db_thread
 from anvia_django.persistence import clear_conversation, load_messages
 
 from .batches import BATCH_TURN, append_batch, new_batch_id
@@ -190,7 +190,7 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         self._tally.touched()
-        stored = await sync_to_async(load_messages)(self._context, using=self.using)
+        stored = await run_in_db_thread(load_messages, self._context, using=self.using)
         return [stored_to_message(m) for m in stored]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -198,12 +198,12 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         _refuse_sync_write_in_async_code("add_messages", "aadd_messages")
         stored = self._to_stored(messages)
         if stored:
-            self._write(messages, stored)
+            self._write(messages, stored, using=self.using)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         stored = self._to_stored(messages)
         if stored:
-            await write_to_completion(self._write, messages, stored)
+            await write_to_completion(self._write, messages, stored, using=self.using)
 
     def clear(self) -> None:
         """Delete the session's conversation and everything in it."""
@@ -213,10 +213,12 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
     async def aclear(self) -> None:
         await write_to_completion(clear_conversation, self._context, using=self.using)
 
-    def _write(self, messages: Sequence[BaseMessage], stored: list[Message]) -> None:
+    def _write(
+        self, messages: Sequence[BaseMessage], stored: list[Message], *, using: str | None
+    ) -> None:
         answers = [m for m in messages if isinstance(m, AIMessage)]
         if not (self.record_runs and answers):
-            append_batch(self._context, SOURCE, stored, using=self.using)
+            append_batch(self._context, SOURCE, stored, using=using)
             return
         batch_id = new_batch_id(SOURCE)
         append = MemoryAppendInput(self._context, batch_id, BATCH_TURN, stored)
@@ -229,7 +231,7 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
             usage=_token_usage(answers),
             message_count=len(stored),
         )
-        append_and_record(append, run, using=self.using)
+        append_and_record(append, run, using=using)
         self._tally.reset()
 
     @staticmethod

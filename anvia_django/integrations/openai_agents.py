@@ -37,13 +37,12 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from asgiref.sync import sync_to_async
-
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.runs import MemoryRunInput, TokenUsage
 from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryErrorInput, Message
 from anvia_django.core.memory.validation import validate_context
+from anvia_django.db_threads import run_in_db_thread
 from anvia_django.persistence import (
     clear_conversation,
     load_latest_messages,
@@ -140,7 +139,7 @@ class DjangoSession:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
         self._tally.touched()
-        messages = await sync_to_async(self._load)(limit)
+        messages = await run_in_db_thread(self._load, limit, using=self.using)
         return [message_to_item(message) for message in messages]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -215,10 +214,10 @@ class DjangoSession:
         self._recorded = run
         return run_id
 
-    def _load(self, limit: int | None) -> list[Message]:
+    def _load(self, limit: int | None, *, using: str | None) -> list[Message]:
         if limit is None:
-            return load_messages(self._context, using=self.using)
-        return load_latest_messages(self._context, limit, using=self.using)
+            return load_messages(self._context, using=using)
+        return load_latest_messages(self._context, limit, using=using)
 
 
 def _token_usage(usage: Usage | None) -> TokenUsage | None:

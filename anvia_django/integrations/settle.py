@@ -1,8 +1,8 @@
 """Database writes that a cancelled caller cannot leave in an unknown state.
 
-``sync_to_async`` runs the ORM in a worker thread. When the awaiting task is
-cancelled (a client disconnect, ``asyncio.timeout``), asgiref stops waiting at
-once while the thread goes on to commit or roll back: the caller sees
+Store calls run the ORM in a worker thread (:func:`~anvia_django.db_threads.run_in_db_thread`).
+When the awaiting task is cancelled (a client disconnect, ``asyncio.timeout``),
+the awaiting stops at once while the thread goes on to commit or roll back: the caller sees
 ``CancelledError`` without knowing whether its write happened, and a retry may
 double it. The SDKs' own sessions wait for the outcome first; so do we.
 """
@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
+from anvia_django.db_threads import run_in_db_thread
 
-P = ParamSpec("P")
 R = TypeVar("R")
 
 
-async def write_to_completion(function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run the sync ``function`` in asgiref's ORM thread and wait for it to
-    finish, even if this task is cancelled meanwhile; a cancellation is
-    re-raised once the write has committed or rolled back."""
-    write = asyncio.ensure_future(sync_to_async(function)(*args, **kwargs))
+async def write_to_completion(
+    function: Callable[..., R], *args: Any, using: str | None, **kwargs: Any
+) -> R:
+    """Run the sync ``function(*args, using=using, **kwargs)`` in a database
+    thread and wait for it to finish, even if this task is cancelled meanwhile;
+    a cancellation is re-raised once the write has committed or rolled back."""
+    write = asyncio.ensure_future(run_in_db_thread(function, *args, using=using, **kwargs))
     cancelled: asyncio.CancelledError | None = None
     while not write.done():
         try:

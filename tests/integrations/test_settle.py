@@ -15,13 +15,16 @@ from tests.helpers import run
 
 
 def test_returns_the_result_and_raises_the_error_of_the_write() -> None:
-    assert run(write_to_completion, lambda a, b: a + b, 2, b=3) == 5
+    def add(a: int, b: int, *, using: str | None) -> int:
+        return a + b
 
-    def fail() -> None:
+    assert run(write_to_completion, add, 2, b=3, using=None) == 5
+
+    def fail(*, using: str | None) -> None:
         raise LookupError("from the write")
 
     with pytest.raises(LookupError, match="from the write"):
-        run(write_to_completion, fail)
+        run(write_to_completion, fail, using=None)
 
 
 @pytest.mark.parametrize("outcome", ["succeeds", "fails"])
@@ -29,7 +32,7 @@ def test_a_cancellation_waits_for_the_write_and_hides_a_later_failure(outcome: s
     started, release = threading.Event(), threading.Event()
     finished: list[str] = []
 
-    def write() -> str:
+    def write(*, using: str | None) -> str:
         started.set()
         assert release.wait(10)
         finished.append(outcome)
@@ -41,7 +44,7 @@ def test_a_cancellation_waits_for_the_write_and_hides_a_later_failure(outcome: s
         loop = asyncio.get_running_loop()
         loop_errors: list[dict[str, Any]] = []
         loop.set_exception_handler(lambda _loop, context: loop_errors.append(context))
-        task = asyncio.ensure_future(write_to_completion(write))
+        task = asyncio.ensure_future(write_to_completion(write, using=None))
         assert await asyncio.to_thread(started.wait, 10)
         task.cancel()
         await asyncio.sleep(0.05)
