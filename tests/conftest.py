@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
+
+from anvia_django.db_threads import close_db_threads
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -15,3 +19,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"))
         if "server" in item.keywords and vendor == "sqlite":
             item.add_marker(pytest.mark.skip(reason="needs a database server, not SQLite"))
+
+
+@pytest.fixture(autouse=True)
+def _store_threads_closed_after_each_test() -> Iterator[None]:
+    """A test that drives the store from ``asyncio.run`` leaves the store's
+    database threads with connections (a failed one, after a fault test);
+    the next test must start without them, as a new process would."""
+    yield
+    close_db_threads()
