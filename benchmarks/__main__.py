@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BACKENDS = ("sqlite", "postgres")
+BACKENDS = ("sqlite", "postgres", "mariadb")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

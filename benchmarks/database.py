@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 from typing import Any
 
@@ -23,6 +24,31 @@ def pg_conninfo(**overrides: Any) -> str:
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in info.items() if v})
 
 
+def mysql_connect(**overrides: Any) -> Any:
+    """A MySQLdb connection to the benchmark database (autocommit off)."""
+    # Imported by name: mysqlclient ships no type stubs, and callers treat
+    # the connection as Any anyway.
+    driver = importlib.import_module("MySQLdb")
+    info = {**bench_settings.MYSQL_CONNINFO, **overrides}
+    conn = driver.connect(**info)
+    conn.cursor().execute(
+        f"SET SESSION TRANSACTION ISOLATION LEVEL {bench_settings.MYSQL_ISOLATION.upper()}"
+    )
+    return conn
+
+
+def _mysql_statements(*statements: str) -> None:
+    conn = mysql_connect()
+    try:
+        cursor = conn.cursor()
+        for statement in statements:
+            cursor.execute(statement)
+            cursor.fetchall()
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def create_fresh_database() -> None:
     """Drop and recreate the benchmark database, then migrate into it."""
     connections.close_all()
@@ -33,6 +59,14 @@ def create_fresh_database() -> None:
         with psycopg.connect(pg_conninfo(dbname="postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
             admin.execute(f'CREATE DATABASE "{name}"')
+    elif settings.BACKEND == "mariadb":
+        name = bench_settings.MYSQL_CONNINFO["database"]
+        admin = mysql_connect(database="mysql")
+        try:
+            admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+            admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        finally:
+            admin.close()
     else:
         for suffix in ("", "-wal", "-shm"):
             bench_settings.SQLITE_FILE.with_name(bench_settings.SQLITE_FILE.name + suffix).unlink(
@@ -50,6 +84,14 @@ def empty_tables() -> None:
         with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
             conn.execute(f"TRUNCATE {', '.join(LIFECYCLE_TABLES + TABLES)} RESTART IDENTITY")
             conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
+    elif settings.BACKEND == "mariadb":
+        # TRUNCATE refuses tables that foreign keys point at, even empty ones.
+        _mysql_statements(
+            "SET FOREIGN_KEY_CHECKS = 0",
+            *(f"TRUNCATE TABLE {table}" for table in LIFECYCLE_TABLES + TABLES),
+            "SET FOREIGN_KEY_CHECKS = 1",
+            f"ANALYZE TABLE {TABLES[0]}, {TABLES[2]}",
+        )
     else:
         db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
         try:
@@ -66,6 +108,8 @@ def analyze() -> None:
 
         with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
             conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
+    elif settings.BACKEND == "mariadb":
+        _mysql_statements(f"ANALYZE TABLE {TABLES[0]}, {TABLES[2]}")
     else:
         db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
         try:
@@ -79,4 +123,8 @@ def server_version() -> str:
         with connection.cursor() as cursor:
             cursor.execute("SHOW server_version")
             return f"PostgreSQL {cursor.fetchone()[0]}"
+    if settings.BACKEND == "mariadb":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT VERSION()")
+            return f"MariaDB {cursor.fetchone()[0]}"
     return f"SQLite {sqlite3.sqlite_version}"

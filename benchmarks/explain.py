@@ -58,5 +58,12 @@ def _plan(sql: str) -> str:
         if settings.BACKEND == "postgres":
             cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {sql}")
             return "\n".join(row[0] for row in cursor.fetchall())
+        if settings.BACKEND == "mariadb":
+            cursor.execute(f"EXPLAIN {sql}")
+            names = [column[0] for column in cursor.description]
+            return "\n".join(
+                ", ".join(f"{n}={v}" for n, v in zip(names, row, strict=True) if v is not None)
+                for row in cursor.fetchall()
+            )
         cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
         return "\n".join(str(row[-1]) for row in cursor.fetchall())

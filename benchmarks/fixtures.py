@@ -11,7 +11,7 @@ from django.conf import settings
 from anvia_django.core.memory.types import Message
 
 from . import settings as bench_settings
-from .database import analyze, pg_conninfo
+from .database import analyze, mysql_connect, pg_conninfo
 from .raw import CONV, MSG, encode
 
 USERS = 100
@@ -84,6 +84,13 @@ def bulk_conversations(start: int, stop: int, messages_each: int = 0) -> None:
                 copy.write_row(row)
         analyze()
         return
+    if settings.BACKEND == "mariadb":
+        _mysql_insert(
+            f"INSERT INTO {CONV} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(*r[:4], r[4].replace(tzinfo=None), r[5].replace(tzinfo=None), r[6]) for r in rows],
+        )
+        analyze()
+        return
     db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
     try:
         db.execute("BEGIN IMMEDIATE")
@@ -130,6 +137,10 @@ def bulk_messages(session_id: str, count: int) -> None:
                     )
         analyze()
         return
+    if settings.BACKEND == "mariadb":
+        _mariadb_messages(session_id, messages, now.replace(tzinfo=None))
+        analyze()
+        return
     stamp = str(now.replace(tzinfo=None))
     db = sqlite3.connect(bench_settings.SQLITE_FILE, isolation_level=None, timeout=30)
     try:
@@ -162,3 +173,41 @@ def _pg_conversation(conn: object, session_id: str, count: int, now: datetime) -
         (secrets.token_urlsafe(16), session_id, now, now, count),
     ).fetchone()
     return int(row[0])
+
+
+def _mysql_insert(sql: str, rows: list[tuple[object, ...]], batch: int = 5_000) -> None:
+    """Insert in one transaction; MySQLdb's executemany makes multi-row INSERTs."""
+    conn = mysql_connect()
+    try:
+        cursor = conn.cursor()
+        for start in range(0, len(rows), batch):
+            cursor.executemany(sql, rows[start : start + batch])
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _mariadb_messages(session_id: str, messages: list[Message], now: datetime) -> None:
+    conn = mysql_connect()
+    try:
+        cursor = conn.cursor()
+        cursor.execute(
+            f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
+            " message_count) VALUES (%s, %s, NULL, NULL, %s, %s, %s)"
+            " ON DUPLICATE KEY UPDATE message_count = %s RETURNING id",
+            (secrets.token_urlsafe(16), session_id, now, now, len(messages), len(messages)),
+        )
+        conversation_id = cursor.fetchone()[0]
+        rows = [
+            (conversation_id, i, f"run-{i // 4}", i % 4 // 2 + 1, m["role"], encode(m), now)
+            for i, m in enumerate(messages)
+        ]
+        for start in range(0, len(rows), 5_000):
+            cursor.executemany(
+                f"INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message,"
+                " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                rows[start : start + 5_000],
+            )
+        conn.commit()
+    finally:
+        conn.close()

@@ -347,7 +347,10 @@ def _pg_drop(tables: tuple[str, ...]) -> None:
 
 
 def available_peers() -> list[Any]:
-    """The peers of this backend whose packages are installed."""
+    """The peers of this backend whose packages are installed (none on MariaDB:
+    their MySQL drivers, aiomysql or asyncmy, are not in the bench extra)."""
+    if settings.BACKEND == "mariadb":
+        return []
     candidates: list[tuple[str, type[Any]]] = [
         ("agents", AgentsSQLAlchemySession),
         ("langchain_community", LangChainSQLHistory),

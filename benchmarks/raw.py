@@ -7,6 +7,12 @@ Both keep positions gap-free and each append atomic, like the store:
   ``RETURNING`` count feeds the message insert in the same statement.
 * SQLite: one connection, ``BEGIN IMMEDIATE`` (the database write lock), the
   same upsert with ``RETURNING``, ``executemany`` of the messages, ``COMMIT``.
+* MariaDB: MySQLdb (mysqlclient, a blocking driver) in a pool of threads,
+  one connection each, called through ``run_in_executor`` as the store runs
+  its calls in its own threads. One transaction per append:
+  ``INSERT .. ON DUPLICATE KEY UPDATE .. RETURNING`` (MariaDB 10.5+; its
+  exclusive row lock serialises writers to one session), a multi-row
+  INSERT of the messages (MySQLdb's ``executemany``), ``COMMIT``.
 
 They skip what only the store does (input validation, user scope checks,
 idempotent retries, signals): the ratio to them is the price of all of that.
@@ -14,9 +20,14 @@ idempotent retries, signals): the ratio to them is the price of all of that.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import secrets
 import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -25,7 +36,7 @@ from django.conf import settings
 from anvia_django.core.memory.types import Message
 
 from . import settings as bench_settings
-from .database import pg_conninfo
+from .database import mysql_connect, pg_conninfo
 
 CONV = "anvia_django_conversation"
 MSG = "anvia_django_memorymessage"
@@ -60,6 +71,17 @@ SQLITE_INSERT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 SQLITE_LOAD = PG_LOAD.replace("%s", "?")
+MARIADB_UPSERT = (
+    f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
+    " message_count) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    " ON DUPLICATE KEY UPDATE updated_at = GREATEST(updated_at, %s),"
+    " message_count = message_count + %s, metadata = COALESCE(%s, metadata)"
+    " RETURNING id, message_count"
+)
+MARIADB_INSERT = (
+    f"INSERT INTO {MSG} (conversation_id, position, run_id, turn, role, message, created_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
 
 
 def encode(value: Any) -> str:
@@ -313,5 +335,159 @@ def _sqlite_summary(row: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
+def _aware(value: datetime) -> datetime:
+    # Django stores UTC in naive DATETIME(6) columns on MySQL/MariaDB.
+    return value.replace(tzinfo=UTC)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _mariadb_summary(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (
+        *row[:3],
+        json.loads(row[3]) if row[3] else None,
+        _aware(row[4]),
+        _aware(row[5]),
+        row[6],
+    )
+
+
+class MariaDBBaseline:
+    """MySQLdb in a thread pool: one connection per thread, as the store has."""
+
+    name = "MySQLdb (mysqlclient) in a thread pool"
+
+    def __init__(self) -> None:
+        self.executor: ThreadPoolExecutor | None = None
+        self.local = threading.local()
+        self.connections: list[Any] = []
+        self.lock = threading.Lock()
+
+    async def open(self, pool_size: int) -> None:
+        self.executor = ThreadPoolExecutor(pool_size, thread_name_prefix="raw-mariadb")
+
+    async def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+            self.executor = None
+        for conn in self.connections:
+            conn.close()
+        self.connections.clear()
+
+    def _db(self) -> Any:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = mysql_connect()
+            self.local.conn = conn
+            with self.lock:
+                self.connections.append(conn)
+        return conn
+
+    async def _call(self, work: Callable[..., Any], *args: Any) -> Any:
+        assert self.executor is not None, "open() first"
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, functools.partial(work, *args))
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        conn = self._db()
+        cursor = conn.cursor()
+        try:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+            conn.commit()  # end the read's snapshot, as Django's autocommit does
+
+    def _append(
+        self, session_id: str, user_id: str | None, run_id: str, turn: int, messages: list[Message]
+    ) -> None:
+        conn = self._db()
+        now = datetime.now(UTC).replace(tzinfo=None)
+        count = len(messages)
+        inserted = (secrets.token_urlsafe(16), session_id, user_id, None, now, now, count)
+        updated = (now, count, None)
+        cursor = conn.cursor()
+        try:
+            cursor.execute(MARIADB_UPSERT, (*inserted, *updated))
+            conversation_id, total = cursor.fetchone()
+            first = total - count
+            cursor.executemany(
+                MARIADB_INSERT,
+                [
+                    (conversation_id, first + i, run_id, turn, m["role"], encode(m), now)
+                    for i, m in enumerate(messages)
+                ],
+            )
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            cursor.close()
+        conn.commit()
+
+    async def append(
+        self, session_id: str, user_id: str | None, run_id: str, turn: int, messages: list[Message]
+    ) -> None:
+        await self._call(self._append, session_id, user_id, run_id, turn, messages)
+
+    def _load(self, session_id: str) -> list[Message]:
+        return [json.loads(_text(row[0])) for row in self._query(PG_LOAD, (session_id,))]
+
+    async def load(self, session_id: str) -> list[Message]:
+        result: list[Message] = await self._call(self._load, session_id)
+        return result
+
+    def _list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]:
+        where = "WHERE user_id = %s " if user_id is not None else ""
+        params: tuple[Any, ...] = (user_id, limit) if user_id is not None else (limit,)
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM {CONV} {where}{NEWEST_FIRST} LIMIT %s"
+        return [_mariadb_summary(row) for row in self._query(sql, params)]
+
+    async def list(self, limit: int, user_id: str | None) -> list[tuple[Any, ...]]:
+        result: list[tuple[Any, ...]] = await self._call(self._list, limit, user_id)
+        return result
+
+    def _list_page(
+        self, limit: int, user_id: str | None, after: tuple[datetime, int] | None
+    ) -> str:
+        sql = (
+            f"SELECT id, {SUMMARY_COLUMNS} FROM {CONV} {_keyset(user_id, after, '%s')}"
+            f"{NEWEST_FIRST} LIMIT %s"
+        )
+        moment = after[0].astimezone(UTC).replace(tzinfo=None) if after else None
+        rows = self._query(sql, _keyset_params(user_id, after, moment, limit))
+        return _page_body([(row[0], *_mariadb_summary(row[1:])) for row in rows], limit)
+
+    async def list_page(
+        self, limit: int, user_id: str | None, after: tuple[datetime, int] | None = None
+    ) -> str:
+        result: str = await self._call(self._list_page, limit, user_id, after)
+        return result
+
+    def _detail(self, ref: str, limit: int) -> str:
+        conn = self._db()
+        cursor = conn.cursor()
+        try:
+            cursor.execute(f"SELECT id, {SUMMARY_COLUMNS} FROM {CONV} WHERE ref = %s", (ref,))
+            found = cursor.fetchone()
+            assert found is not None
+            cursor.execute(PG_MESSAGE_PAGE, (found[0], limit + 1))
+            messages = [(*m[:3], _aware(m[3]), _text(m[4])) for m in cursor.fetchall()]
+        finally:
+            cursor.close()
+            conn.commit()
+        return _detail_body(_mariadb_summary(found[1:]), messages, limit)
+
+    async def detail(self, ref: str, limit: int) -> str:
+        result: str = await self._call(self._detail, ref, limit)
+        return result
+
+
 def make_baseline() -> Baseline:
-    return PostgresBaseline() if settings.BACKEND == "postgres" else SqliteBaseline()
+    if settings.BACKEND == "postgres":
+        return PostgresBaseline()
+    if settings.BACKEND == "mariadb":
+        return MariaDBBaseline()
+    return SqliteBaseline()

@@ -2,6 +2,8 @@
 
 ``ANVIA_BENCH_DB=postgres`` selects PostgreSQL (the ``ANVIA_PG_*`` variables
 of tests/settings.py, database ``ANVIA_BENCH_PG_NAME``, default
+``anvia_bench``), ``ANVIA_BENCH_DB=mariadb`` MariaDB (``ANVIA_MYSQL_*`` as
+in tests/settings.py, database ``ANVIA_BENCH_MYSQL_NAME``, default
 ``anvia_bench``), anything else a SQLite file in the documented
 configuration (``transaction_mode`` IMMEDIATE, WAL journal).
 """
@@ -21,13 +23,12 @@ ROOT_URLCONF = "benchmarks.urls"
 ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
+_CHOSEN = os.environ.get("ANVIA_BENCH_DB", "sqlite").lower()
 BACKEND = (
     "postgres"
-    if os.environ.get("ANVIA_BENCH_DB", "sqlite").lower()
-    in (
-        "postgres",
-        "postgresql",
-    )
+    if _CHOSEN in ("postgres", "postgresql")
+    else "mariadb"
+    if _CHOSEN in ("mariadb", "mysql")
     else "sqlite"
 )
 
@@ -38,6 +39,16 @@ PG_CONNINFO = {
     "password": os.environ.get("ANVIA_PG_PASSWORD", ""),
     "dbname": os.environ.get("ANVIA_BENCH_PG_NAME", "anvia_bench"),
 }
+MYSQL_CONNINFO: dict[str, Any] = {
+    "host": os.environ.get("ANVIA_MYSQL_HOST", "127.0.0.1"),
+    "port": int(os.environ.get("ANVIA_MYSQL_PORT", "3306")),
+    "user": os.environ.get("ANVIA_MYSQL_USER", "root"),
+    "password": os.environ.get("ANVIA_MYSQL_PASSWORD", ""),
+    "database": os.environ.get("ANVIA_BENCH_MYSQL_NAME", "anvia_bench"),
+    "charset": "utf8mb4",
+}
+MYSQL_ISOLATION = "read committed"
+"""Django's default on MySQL/MariaDB; the raw baseline uses the same."""
 SQLITE_FILE = Path(
     os.environ.get("ANVIA_BENCH_SQLITE_FILE", Path(tempfile.gettempdir()) / "anvia-bench.sqlite3")
 )
@@ -53,6 +64,19 @@ if BACKEND == "postgres":
             "USER": PG_CONNINFO["user"],
             "PASSWORD": PG_CONNINFO["password"],
             "NAME": PG_CONNINFO["dbname"],
+            "CONN_MAX_AGE": None,
+        }
+    }
+elif BACKEND == "mariadb":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "HOST": MYSQL_CONNINFO["host"],
+            "PORT": str(MYSQL_CONNINFO["port"]),
+            "USER": MYSQL_CONNINFO["user"],
+            "PASSWORD": MYSQL_CONNINFO["password"],
+            "NAME": MYSQL_CONNINFO["database"],
+            "OPTIONS": {"charset": "utf8mb4", "isolation_level": MYSQL_ISOLATION},
             "CONN_MAX_AGE": None,
         }
     }

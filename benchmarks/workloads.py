@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from anvia_django.core.memory.types import (
     MemoryContext,
@@ -106,6 +107,11 @@ async def appends(bench: Bench) -> list[Row]:
     from .peers import available_peers
 
     peers = [] if bench.no_peers else available_peers()
+    if not bench.no_peers and settings.BACKEND == "mariadb":
+        bench.notes.append(
+            "MariaDB: no peer library ran (their async MySQL drivers, aiomysql or asyncmy,"
+            " are not in the bench extra); the store is compared with the raw driver only."
+        )
     return await append_rows(
         bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.only
     )
