@@ -200,12 +200,10 @@ def failing_commit(*, after_committing: bool) -> Callable[[], None]:
     return commit
 
 
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_a_failed_commit_changes_nothing(
+def assert_a_failed_commit_changes_nothing(
     scenario: Scenario, sent: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reset()
+    """A COMMIT that fails leaves every table as it was and sends no signal."""
     before = snapshot()
     sent.clear()
     monkeypatch.setattr(connection, "_commit", failing_commit(after_committing=False))
@@ -214,6 +212,15 @@ def test_a_failed_commit_changes_nothing(
     assert snapshot() == before
     assert sent == []
     record("faults", injected=1, scenarios=1)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_a_failed_commit_changes_nothing(
+    scenario: Scenario, sent: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reset()
+    assert_a_failed_commit_changes_nothing(scenario, sent, monkeypatch)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -30,6 +30,7 @@ from .test_faults import (
     STORE,
     InjectedFault,
     Scenario,
+    assert_a_failed_commit_changes_nothing,
     failing_commit,
     inject_at_every_statement,
 )
@@ -158,14 +159,7 @@ def test_a_failed_commit_changes_nothing(
     scenario: Scenario, sent: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reset()
-    before = snapshot()
-    sent.clear()
-    monkeypatch.setattr(connection, "_commit", failing_commit(after_committing=False))
-    with pytest.raises(InjectedFault):
-        scenario.call()
-    assert snapshot() == before
-    assert sent == []
-    record("faults", injected=1, scenarios=1)
+    assert_a_failed_commit_changes_nothing(scenario, sent, monkeypatch)
 
 
 @pytest.mark.django_db(transaction=True)
