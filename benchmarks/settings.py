@@ -67,6 +67,8 @@ if BACKEND == "postgres":
             "CONN_MAX_AGE": None,
         }
     }
+    if os.environ.get("ANVIA_BENCH_PG_PREPARED") == "1":
+        DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 elif BACKEND == "mariadb":
     DATABASES = {
         "default": {

@@ -1,5 +1,5 @@
 """A retried append writes nothing, also when it races the original's commit,
-and the retry check costs no round trip of its own on PostgreSQL."""
+and on PostgreSQL an append that is no retry is one statement."""
 
 from __future__ import annotations
 
@@ -90,18 +90,20 @@ def statements(work: Callable[[], object]) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_the_retry_check_costs_no_statement_of_its_own_on_postgresql() -> None:
+def test_an_append_is_one_statement_on_postgresql_and_a_retry_writes_nothing() -> None:
     if app_settings.SQL_DIALECT == "generic":
         pytest.skip("counts the statements of the SQL written per database")
     append_messages(append_input("s", [user("q"), assistant("a")], turn=1))
     second = append_input("s", [user("q2"), assistant("a2")], turn=2)
-    # The upsert, then the insert: on PostgreSQL the retry check shares the
-    # insert's statement; SQLite, in-process, gives it one of its own.
-    expected = 2 if connection.vendor == "postgresql" else 3
+    # PostgreSQL: create-or-lock, scope and retry checks and the insert in
+    # one statement. SQLite, in-process: the upsert, the check, the insert.
+    expected = 1 if connection.vendor == "postgresql" else 3
     assert len(statements(lambda: append_messages(second))) == expected
-    # A retry: the same statements on PostgreSQL (then a rollback), and on
-    # SQLite the upsert and the check, which finds the copy and stops.
+    # A retry: on PostgreSQL the one statement writes nothing, and the
+    # append in steps (upsert, then the check sharing the insert's
+    # statement) finds the copy and rolls back; on SQLite the upsert and
+    # the check, which finds the copy and stops.
     retried = statements(lambda: append_messages(second))
-    assert len(retried) == (expected if connection.vendor == "postgresql" else 2)
+    assert len(retried) == (3 if connection.vendor == "postgresql" else 2)
     assert Conversation.objects.get().message_count == 4
     assert MemoryMessage.objects.count() == 4

@@ -60,6 +60,20 @@ class NewMessages:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One validated append, messages already encoded as JSON text."""
+
+    session_id: str
+    user_id: str | None
+    metadata: JsonObject | None
+    run_id: str
+    turn: int
+    roles: list[str]
+    encoded: list[str]
+    now: datetime
+
+
 class Dialect:
     """Any database Django supports: the ORM, with ``select_for_update``.
 
@@ -103,6 +117,16 @@ class Dialect:
             changes["metadata"] = metadata
         conversations.filter(pk=row.pk).update(**changes)
         return LockedConversation(row.pk, row.ref, row.user_id, row.message_count, updated_at)
+
+    def append_in_one_statement(
+        self, using: str, append: AppendRequest
+    ) -> LockedConversation | None:
+        """Do the whole append (create or lock, scope check, retry check,
+        reserve, insert) in one statement, where the database can and where
+        that statement can decide alone; ``None`` means it wrote nothing and
+        the caller must take the row lock and append in steps.
+        """
+        return None
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
@@ -209,15 +233,49 @@ class _OnConflictUpsert(Dialect):
 
 class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     """The row lock of ``ON CONFLICT DO UPDATE`` queues writers of one
-    session; the retry check rides in the first INSERT's statement.
+    session, and an append is normally one statement (one round trip, and
+    in autocommit its own transaction).
 
-    The upsert stays a statement of its own, a round trip that one big
-    ``WITH`` query would save: under READ COMMITTED each statement reads
-    from a snapshot taken when it starts, so a tail read in the upsert's
-    statement would predate the commit of a writer it queued behind on the
-    lock (the first attempt of a retried append, say), and the retry would
-    be stored twice.
+    That statement reads the retry check's tail from the snapshot it took
+    when it started. Under READ COMMITTED the snapshot may predate the
+    commit of a writer it then queued behind on the row lock (the first
+    attempt of a retried append, say), and the tail would be stale. So the
+    conflict's UPDATE applies only to the row version the snapshot saw
+    (``xmin`` unchanged): if anyone wrote the conversation in between, the
+    statement writes nothing and the caller appends in steps under the lock
+    it takes first. The scope check rides in the same condition.
     """
+
+    def append_in_one_statement(
+        self, using: str, append: AppendRequest
+    ) -> LockedConversation | None:
+        connection = connections[using]
+        count = len(append.encoded)
+        upsert = _conversation_params(
+            using, append.session_id, append.user_id, append.metadata, append.now, count
+        )
+        encode = MemoryMessage._meta.get_field("message").get_db_prep_save
+        stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
+        scope = append.user_id or None
+        params = [
+            append.session_id,
+            *upsert,
+            scope,
+            scope,
+            append.run_id,
+            append.turn,
+            count,
+            stored[::-1],
+            count,
+            append.run_id,
+            append.turn,
+            append.roles,
+            stored,
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(_one_statement_append_sql(using), params)
+            row = cursor.fetchone()
+        return None if row is None else _locked(using, row, count)
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
@@ -407,11 +465,16 @@ def _conversation_params(
 
 
 def _returned(using: str, sql: str, params: Sequence[Any], reserve: int) -> LockedConversation:
-    connection = connections[using]
-    with connection.cursor() as cursor:
+    with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     assert row is not None
+    return _locked(using, row, reserve)
+
+
+def _locked(using: str, row: Sequence[Any], reserve: int) -> LockedConversation:
+    """The conversation a statement returned (``_RETURNED``'s columns)."""
+    connection = connections[using]
     conversation_id, ref, owner, count, updated_at = row
     column = cast("Field[Any, Any]", Conversation._meta.get_field("updated_at")).get_col(
         Conversation._meta.db_table
@@ -443,7 +506,8 @@ _CONVERSATION_INSERT = (
 
 
 @lru_cache(maxsize=16)
-def _on_conflict_sql(using: str) -> str:
+def _on_conflict_upsert(using: str) -> str:
+    """The conversation upsert, without its ``RETURNING`` clause."""
     table, c = _quoted(using, Conversation)
     return _CONVERSATION_INSERT.format(table=table, **c) + (
         f"ON CONFLICT ({c['session_id']}) DO UPDATE SET "
@@ -452,8 +516,44 @@ def _on_conflict_sql(using: str) -> str:
         f"{c['updated_at']} = CASE WHEN EXCLUDED.{c['updated_at']} > {table}.{c['updated_at']} "
         f"THEN EXCLUDED.{c['updated_at']} ELSE {table}.{c['updated_at']} END, "
         f"{c['message_count']} = {table}.{c['message_count']} + EXCLUDED.{c['message_count']}, "
-        f"{c['metadata']} = COALESCE(EXCLUDED.{c['metadata']}, {table}.{c['metadata']}) "
-        f"RETURNING {_returned_columns(using)}"
+        f"{c['metadata']} = COALESCE(EXCLUDED.{c['metadata']}, {table}.{c['metadata']})"
+    )
+
+
+@lru_cache(maxsize=16)
+def _on_conflict_sql(using: str) -> str:
+    return f"{_on_conflict_upsert(using)} RETURNING {_returned_columns(using)}"
+
+
+@lru_cache(maxsize=16)
+def _one_statement_append_sql(using: str) -> str:
+    """PostgreSQL's append in one statement (see :class:`PostgreSQLDialect`).
+
+    Parameters: the session id (the snapshot's row version), the upsert's
+    seven, the caller's user id twice (the scope check), run id, turn and
+    count for the retry check with the messages newest first, then count,
+    run id, turn, roles and messages for the INSERT.
+    """
+    table, c = _quoted(using, Conversation)
+    messages, m = _quoted(using, MemoryMessage)
+    tail = (
+        f"SELECT {m['message']} FROM {messages} WHERE {m['conversation']} = {table}.{c['id']} "
+        f"AND {m['run_id']} = %s AND {m['turn']} = %s ORDER BY {m['position']} DESC LIMIT %s"
+    )
+    columns = ", ".join(m[name] for name in _INSERT_COLUMNS)
+    return (
+        f"WITH seen AS (SELECT xmin AS version FROM {table} WHERE {c['session_id']} = %s), "
+        f"kept AS ({_on_conflict_upsert(using)} "
+        f"WHERE {table}.xmin = (SELECT version FROM seen) "
+        f"AND (%s::text IS NULL OR {table}.{c['user_id']} = %s) "
+        f"AND ARRAY({tail}) IS DISTINCT FROM %s::text[] "
+        f"RETURNING {_returned_columns(using)}), "
+        f"written AS (INSERT INTO {messages} ({columns}) "
+        f"SELECT kept.{c['id']}, kept.{c['message_count']} - %s + appended.ordinality - 1, %s, %s, "
+        f"appended.role, appended.message, kept.{c['updated_at']} "
+        "FROM kept, unnest(%s::text[], %s::text[]) "
+        "WITH ORDINALITY AS appended(role, message, ordinality)) "
+        f"SELECT {', '.join(f'kept.{c[name]}' for name in _RETURNED)} FROM kept"
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
+from .dialects import AppendRequest, dialect_for
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .messages import insert_messages
 from .notify import send_after_commit
@@ -54,39 +55,71 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
         return
     alias = write_alias(using)
     context = input.context
+    append = AppendRequest(
+        session_id=context.session_id,
+        user_id=context.user_id,
+        metadata=context.metadata,
+        run_id=input.run_id,
+        turn=input.turn,
+        roles=[message["role"] for message in input.messages],
+        encoded=encoded,
+        now=timezone.now(),
+    )
+    dialect = dialect_for(alias)
     try:
-        with transaction.atomic(using=alias):
-            now = timezone.now()
-            conversation = _lock(alias, context, now, reserve=len(input.messages))
-            # A new conversation (or one shorter than this append) holds no
-            # earlier copy of these messages, so the retry check is skipped.
-            could_be_retry = conversation.first_position >= len(input.messages)
-            written = insert_messages(
-                alias,
-                conversation_id=conversation.id,
-                first_position=conversation.first_position,
-                run_id=input.run_id,
-                turn=input.turn,
-                roles=[message["role"] for message in input.messages],
-                encoded=encoded,
-                now=conversation.updated_at,
-                unless_retry_of=encoded if could_be_retry else None,
-            )
-            if not written:
-                raise _AlreadyStored
-            send_after_commit(
-                signals.messages_appended,
-                using=alias,
-                session_id=context.session_id,
-                ref=conversation.ref,
-                user_id=conversation.user_id,
-                run_id=input.run_id,
-                turn=input.turn,
-                first_position=conversation.first_position,
-                messages=input.messages,
-            )
+        if connections[alias].in_atomic_block:
+            with transaction.atomic(using=alias):
+                conversation = dialect.append_in_one_statement(alias, append) or _append_under_lock(
+                    alias, context, append
+                )
+        else:
+            # In autocommit the one statement is a transaction of its own.
+            conversation = dialect.append_in_one_statement(alias, append)
+            if conversation is None:
+                with transaction.atomic(using=alias):
+                    conversation = _append_under_lock(alias, context, append)
     except _AlreadyStored:
         return
+    send_after_commit(
+        signals.messages_appended,
+        using=alias,
+        session_id=context.session_id,
+        ref=conversation.ref,
+        user_id=conversation.user_id,
+        run_id=input.run_id,
+        turn=input.turn,
+        first_position=conversation.first_position,
+        messages=input.messages,
+    )
+
+
+def _append_under_lock(
+    alias: str, context: MemoryContext, append: AppendRequest
+) -> LockedConversation:
+    """The append in steps: lock (and reserve), check scope and retry, insert.
+
+    Must run inside ``transaction.atomic``; raises ``_AlreadyStored`` to roll
+    back the reservation of a retry.
+    """
+    count = len(append.encoded)
+    conversation = _lock(alias, context, append.now, reserve=count)
+    # A new conversation (or one shorter than this append) holds no
+    # earlier copy of these messages, so the retry check is skipped.
+    could_be_retry = conversation.first_position >= count
+    written = insert_messages(
+        alias,
+        conversation_id=conversation.id,
+        first_position=conversation.first_position,
+        run_id=append.run_id,
+        turn=append.turn,
+        roles=append.roles,
+        encoded=append.encoded,
+        now=conversation.updated_at,
+        unless_retry_of=append.encoded if could_be_retry else None,
+    )
+    if not written:
+        raise _AlreadyStored
+    return conversation
 
 
 def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Message | None:

@@ -28,10 +28,10 @@ from tests.helpers import append_input, assistant, run, snapshot, user
 from .report import record
 from .test_faults import (
     STORE,
+    FailingCommit,
     InjectedFault,
     Scenario,
     assert_a_failed_commit_changes_nothing,
-    failing_commit,
     inject_at_every_statement,
 )
 from .test_faults import reset as reset_history
@@ -167,7 +167,7 @@ def test_a_run_record_retried_after_an_ambiguous_commit_is_kept_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reset()
-    monkeypatch.setattr(connection, "_commit", failing_commit(after_committing=True))
+    monkeypatch.setattr(connection, "_commit", FailingCommit(after_committing=True))
     with pytest.raises(InjectedFault):
         run(STORE.record_run, run_input("run-2", "succeeded"))
     after_first = snapshot()
