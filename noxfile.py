@@ -18,7 +18,8 @@ nox.options.reuse_existing_virtualenvs = True
 # SQL written for it does not depend on the Python or Django version.
 MATRIX = {
     ("3.11", "5.2"): ["sqlite", "postgres", "mariadb", "generic"],
-    ("3.12", "6.1"): ["sqlite", "postgres"],
+    # PostgreSQL with server-side parameters and prepared statements.
+    ("3.12", "6.1"): ["sqlite", "postgres-prepared"],
 }
 DATABASES = ["sqlite", "postgres"]
 
@@ -50,6 +51,9 @@ def tests(session: nox.Session, django: str) -> None:
         if db == "generic":
             env = {"ANVIA_TEST_DB": "postgres", "ANVIA_TEST_DIALECT": "generic"}
             session.run("pytest", "-n", "2", *GENERIC_DIALECT_TESTS, *session.posargs, env=env)
+        elif db == "postgres-prepared":
+            env = {"ANVIA_TEST_DB": "postgres", "ANVIA_PG_PREPARED": "1"}
+            session.run("pytest", "-n", "2", *session.posargs, env=env)
         else:
             session.run("pytest", "-n", "2", *session.posargs, env={"ANVIA_TEST_DB": db})
 

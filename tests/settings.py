@@ -36,6 +36,10 @@ if BACKEND in ("postgres", "postgresql"):
             "TEST": {"NAME": os.environ.get("ANVIA_PG_TEST_NAME", "test_anvia")},
         }
     }
+    if os.environ.get("ANVIA_PG_PREPARED") == "1":
+        # What docs/production.md recommends without a transaction-pooling
+        # proxy: server-side parameters, statements prepared on reuse.
+        DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
     # A second database, for tests of ``using=`` and routers.
     DATABASES["other"] = {
         **DATABASES["default"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -311,7 +312,8 @@ def test_a_database_fault_mid_write_leaves_the_session_as_it_was(operation: str)
     before = snapshot()
 
     def fail_on_a_write(execute, sql, params, many, context):
-        if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+        # Also a WITH query that writes (PostgreSQL's one-statement append).
+        if re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql.upper()):
             raise DatabaseError("injected fault")
         return execute(sql, params, many, context)
 
