@@ -17,6 +17,8 @@ Any other backend gets :class:`Dialect`: the ORM with ``select_for_update``.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -231,6 +233,57 @@ class _OnConflictUpsert(Dialect):
         return _returned(using, _on_conflict_sql(using), params, reserve)
 
 
+class RecentlyContended:
+    """Sessions whose one-statement append lately wrote nothing, and how many
+    more appends of this process go straight to the append in steps.
+
+    Under contention (several writers of one session) the one statement
+    nearly always queues behind another writer and finds its snapshot
+    stale: trying it first would add a round trip to every append there.
+    Retries and refused scopes land here too; they are rare, and cost a
+    few appends in steps.
+    """
+
+    def __init__(self, *, appends: int = 64, sessions: int = 1024) -> None:
+        self.appends = appends
+        self.sessions = sessions
+        self._left: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def skip(self, key: tuple[str, str]) -> bool:
+        """Whether this append of ``key`` should skip the one statement."""
+        if not self._left:  # the common case, without the lock
+            return False
+        with self._lock:
+            left = self._left.get(key)
+            if left is None:
+                return False
+            if left <= 1:
+                del self._left[key]
+            else:
+                self._left[key] = left - 1
+            return True
+
+    def note(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._left[key] = self.appends
+            self._left.move_to_end(key)
+            while len(self._left) > self.sessions:
+                self._left.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._left.clear()
+
+
+_recently_contended = RecentlyContended()
+
+
+def forget_contended_sessions() -> None:
+    """Start over as a new process would, trying one statement everywhere (tests)."""
+    _recently_contended.clear()
+
+
 class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     """The row lock of ``ON CONFLICT DO UPDATE`` queues writers of one
     session, and an append is normally one statement (one round trip, and
@@ -249,6 +302,9 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     def append_in_one_statement(
         self, using: str, append: AppendRequest
     ) -> LockedConversation | None:
+        key = (using, append.session_id)
+        if _recently_contended.skip(key):
+            return None
         connection = connections[using]
         count = len(append.encoded)
         upsert = _conversation_params(
@@ -275,7 +331,10 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
         with connection.cursor() as cursor:
             cursor.execute(_one_statement_append_sql(using), params)
             row = cursor.fetchone()
-        return None if row is None else _locked(using, row, count)
+        if row is None:
+            _recently_contended.note(key)
+            return None
+        return _locked(using, row, count)
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
