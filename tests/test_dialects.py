@@ -285,3 +285,32 @@ def test_an_upsert_that_changes_nothing_still_finds_its_row(dialect: dialects.Di
     # The second upsert leaves the row as it was: no count, same clock.
     assert found[0] == found[1]
     assert found[0].id == Conversation.objects.get(session_id="same").pk
+
+
+def test_a_contended_session_appends_in_steps_for_a_while_then_tries_again() -> None:
+    contended = dialects.RecentlyContended(appends=2, sessions=2)
+    key = ("default", "s")
+    assert not contended.skip(key)
+    contended.note(key)
+    assert [contended.skip(key) for _ in range(3)] == [True, True, False]
+    # Bounded: the oldest of more sessions than it keeps is forgotten.
+    for session in ("a", "b", "c"):
+        contended.note(("default", session))
+    assert not contended.skip(("default", "a"))
+    assert contended.skip(("default", "c"))
+
+
+@pytest.mark.django_db
+def test_an_append_in_steps_after_contention_keeps_every_guarantee() -> None:
+    # A retry leaves the one statement writing nothing, so the session is
+    # treated as contended: the next appends take the steps, gap-free.
+    batch = [user("q"), assistant("a")]
+    append_messages(append_input("s", batch, turn=1))
+    append_messages(append_input("s", batch, turn=1))
+    append_messages(append_input("s", [user("next")], turn=2))
+    append_messages(append_input("s", batch, turn=1))  # still the last of turn 1: a retry
+    append_messages(append_input("s", [user("q2")], turn=1))
+    assert load_messages(MemoryContext("s")) == [*batch, user("next"), user("q2")]
+    positions = MemoryMessage.objects.order_by("position").values_list("position", flat=True)
+    assert list(positions) == [0, 1, 2, 3]
+    assert Conversation.objects.get().message_count == 4
