@@ -143,6 +143,20 @@ def test_load_sends_no_boolean_or_limit_parameter() -> None:
 
 
 @pytest.mark.django_db
+def test_load_finds_the_conversation_in_a_subquery_not_a_join() -> None:
+    # Over a join PostgreSQL sorted the whole session, even for a window of
+    # it; ``conversation_id = (subquery)`` reads the position index in order.
+    write("s", [str(n) for n in range(5)], user_id="alice")
+    sent = statements(lambda: load_messages(MemoryContext("s", user_id="alice")))
+    sent += statements(lambda: load_messages(MemoryContext("s"), limit=3))
+    sent += statements(lambda: load_latest_messages(MemoryContext("s"), 3))
+    assert len(sent) == 3
+    for sql, _ in sent:
+        assert " JOIN " not in sql.upper()
+        assert "(SELECT" in sql
+
+
+@pytest.mark.django_db
 def test_a_compiled_query_answers_as_its_queryset_would() -> None:
     write("s", ["a", "b", "c"], user_id="alice")
     conversation = Conversation._meta
