@@ -73,7 +73,12 @@ async def crash_run(
             return
         raise AssertionError("the run was not stopped")
     task = asyncio.ensure_future(send)
-    await entered.wait()
+    # Never wait for a stop point a failed run did not reach: that would hang.
+    reached = asyncio.ensure_future(entered.wait())
+    await asyncio.wait({task, reached}, return_when=asyncio.FIRST_COMPLETED)
+    if not entered.is_set():
+        reached.cancel()
+        raise AssertionError(f"the run ended before the stop point: {task.exception()!r}")
     task.cancel()
     try:
         await task
