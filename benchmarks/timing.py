@@ -27,6 +27,8 @@ class Row:
     unit: str = "s"
     peers: dict[str, float] = field(default_factory=dict)
     """Median seconds of each peer library on the same workload, same run."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Peers that failed on this workload, with their error; not in ``peers``."""
 
     @property
     def ratio(self) -> float | None:
