@@ -293,6 +293,7 @@ async def append_rows(
             if only and case.workload not in wanted:
                 continue
             print(f"     {case.workload} {case.what} ...", flush=True)
+            started = time.monotonic()
             # --quick keeps CI short: the peers join W1 only, which still
             # runs (and checks) every peer's code.
             with_peers = sizes != QUICK or case.workload == "W1"
@@ -302,6 +303,7 @@ async def append_rows(
             for name, why in failed.items():
                 if name not in not_opened:
                     print(f"       {name} failed: {why}", flush=True)
+            print(f"       {time.monotonic() - started:.0f} s", flush=True)
             medians[case.workload] = result
             failures[case.workload] = failed
             peer_times = {k: v for k, v in result.items() if k not in (STORE, RAW)}

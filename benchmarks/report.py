@@ -35,6 +35,11 @@ def _load(averages: list[float]) -> str:
     return "/".join(f"{value:.2f}" for value in averages)
 
 
+def _took(result: dict[str, Any]) -> str:
+    seconds = result.get("seconds")
+    return "" if seconds is None else f" ({seconds / 60:.1f} min)"
+
+
 def _value(row: Row, value: float) -> str:
     """Per-call milliseconds, or for memory rows the whole peak in MiB."""
     if row.unit == "bytes":
@@ -58,7 +63,7 @@ def render(
         "- Databases: " + ", ".join(f"{r['server']} (baseline: {r['baseline']})" for r in results),
         f"- Command: `{command}`",
         *[
-            f"- Load average (1/5/15 min) during the {r['backend']} run:"
+            f"- Load average (1/5/15 min) during the {r['backend']} run{_took(r)}:"
             f" {_load(r['load'][0])} at the start, {_load(r['load'][1])} at the end"
             for r in results
             if r.get("load")

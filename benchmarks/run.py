@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,9 @@ def run_backend(args: argparse.Namespace) -> int:
         print(profile(args.profile, quick=args.quick))
         return 0
     load_before = os.getloadavg()
+    started = time.monotonic()
     result = asyncio.run(_run(args))
+    result["seconds"] = time.monotonic() - started
     result["load"] = [load_before, os.getloadavg()]
     result["backend"] = settings.BACKEND
     result["server"] = server_version()
@@ -85,6 +88,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             label = "/".join(sorted(names))
             print(f"   {label} ...", flush=True)
+            started = time.monotonic()
             try:
                 rows += [row for row in await step(bench) if not only or row.workload in only]
                 if step is workloads.lists:
@@ -97,6 +101,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 errors.append(
                     f"{label} stopped: {type(error).__name__}" + (f": {first[0]}" if first else "")
                 )
+            print(f"   {label}: {time.monotonic() - started:.0f} s", flush=True)
     finally:
         await baseline.close()
     # MariaDB is held to the PostgreSQL targets: a server, pooled connections.
