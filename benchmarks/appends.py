@@ -303,7 +303,8 @@ async def append_rows(
             for name, why in failed.items():
                 if name not in not_opened:
                     print(f"       {name} failed: {why}", flush=True)
-            print(f"       {time.monotonic() - started:.0f} s", flush=True)
+            each = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.items())
+            print(f"       {time.monotonic() - started:.0f} s (medians: {each})", flush=True)
             medians[case.workload] = result
             failures[case.workload] = failed
             peer_times = {k: v for k, v in result.items() if k not in (STORE, RAW)}
