@@ -117,7 +117,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "rows": [row.as_dict() for row in rows],
         "plans": plans,
         "notes": bench.notes,
-        "errors": errors,
+        "errors": bench.errors + errors,
         "baseline": baseline.name,
         "sizes": vars(sizes) if hasattr(sizes, "__dict__") else {},
         "output": str(Path.cwd()),

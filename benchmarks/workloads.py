@@ -66,6 +66,8 @@ class Bench:
     baseline: Baseline
     sizes: Sizes
     notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Checks the store or the raw driver failed: the run reports them and exits 1."""
     no_peers: bool = False
     only: frozenset[str] = frozenset()
     """Workloads to run (``--only``); empty for all."""
@@ -113,7 +115,7 @@ async def appends(bench: Bench) -> list[Row]:
             " are not in the bench extra); the store is compared with the raw driver only."
         )
     return await append_rows(
-        bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.only
+        bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.errors, bench.only
     )
 
 

@@ -104,19 +104,22 @@ def test_the_other_lanes_stop_when_one_fails() -> None:
     assert sorted(cancelled) == [1, 2]
 
 
-def result(backend: str, rows: list[Row]) -> dict[str, Any]:
+def result(backend: str, rows: list[Row], errors: tuple[str, ...] = ()) -> dict[str, Any]:
     note = "Append correctness: every session matched."
-    return {"backend": backend, "server": backend, "baseline": "raw", "plans": [], "errors": []} | {
+    return {"backend": backend, "server": backend, "baseline": "raw", "plans": []} | {
         "rows": [row.as_dict() for row in rows],
         "notes": [note],
+        "errors": list(errors),
     }
 
 
 def test_the_report_marks_failed_peers_and_gives_each_note_once() -> None:
     row = Row("W2", "16 tasks", 10, 2.0, 1.0, 5, peers={"A": 3.0}, failed={"B": "locked"})
-    text = render([result("sqlite", [row]), result("postgres", [row])], "cmd", {"mariadb": "died"})
+    stopped = result("postgres", [row], ("W5 stopped: OperationalError: gone",))
+    text = render([result("sqlite", [row]), stopped], "cmd", {"mariadb": "died"})
 
     assert "| sqlite | W2 | 16 tasks | 2.00x | 1.00x | 3.00x | failed | yes |" in text
     assert "- mariadb: no results (died)." in text
     assert "- sqlite W2: B failed (locked)." in text
+    assert "- postgres: W5 stopped: OperationalError: gone" in text
     assert text.count("Append correctness") == 1
