@@ -39,6 +39,9 @@ from .workloads import QUICK, Append, Sizes, batch_schedule, single_message_sche
 
 STALL_SECONDS = float(os.environ.get("ANVIA_BENCH_STALL_SECONDS", 600))
 """A contender that takes longer for one measurement fails the run, named."""
+SLOW_PEER_FACTOR = 3.0
+"""Beyond this many times the store's time, more repeats would not change
+which of the two is faster: such a peer's cell runs fewer of them."""
 STORE = "anvia-django"
 RAW = "raw driver"
 
@@ -211,17 +214,21 @@ async def measure_case(
     repeats: int,
     problems: list[str],
     failed: dict[str, str],
-) -> dict[str, float]:
-    """Median seconds per contender, order rotated every repeat.
+    slow_repeats: int | None = None,
+) -> dict[str, list[float]]:
+    """Seconds of each repeat per contender, order rotated every repeat.
 
     A peer that fails is entered in ``failed`` (name -> error) and left out
-    of the later repeats and of the medians; peers already in it do not run.
+    of the later repeats and of the result; peers already in it do not run.
+    A peer more than ``SLOW_PEER_FACTOR`` times the store's time in the first
+    repeat runs ``slow_repeats`` in all, when given.
     """
     times: dict[str, list[float]] = {c.name: [] for c in contenders if c.name not in failed}
+    wanted = dict.fromkeys(times, repeats)
     for repeat in range(repeats):
         shift = repeat % len(contenders)
         for contender in contenders[shift:] + contenders[:shift]:
-            if contender.name in failed:
+            if contender.name in failed or len(times[contender.name]) >= wanted[contender.name]:
                 continue
             try:
                 times[contender.name].append(await time_one(contender, case))
@@ -236,7 +243,13 @@ async def measure_case(
                     failed[contender.name] = f"wrong messages stored: {problem}"
                 else:
                     problems.append(f"{case.workload} {contender.name}: {problem}")
-    return {name: statistics.median(values) for name, values in times.items() if name not in failed}
+        if repeat == 0 and slow_repeats is not None:
+            store = next(c.name for c in contenders if not c.is_peer)
+            for contender in contenders:
+                mine = times.get(contender.name)
+                if contender.is_peer and mine and mine[0] > SLOW_PEER_FACTOR * times[store][0]:
+                    wanted[contender.name] = min(repeats, slow_repeats)
+    return {name: values for name, values in times.items() if name not in failed}
 
 
 def cases(sizes: Sizes) -> list[Case]:
@@ -301,7 +314,10 @@ async def append_rows(
             with_peers = sizes != QUICK or case.workload == "W1"
             joined = contenders if with_peers else contenders[:2]
             failed = dict(not_opened) if with_peers else {}
-            result = await measure_case(joined, case, sizes.write_repeats, problems, failed)
+            times = await measure_case(
+                joined, case, sizes.write_repeats, problems, failed, sizes.slow_peer_repeats
+            )
+            result = {name: statistics.median(values) for name, values in times.items()}
             for name, why in failed.items():
                 if name not in not_opened:
                     print(f"       {name} failed: {why}", flush=True)
@@ -310,6 +326,7 @@ async def append_rows(
             medians[case.workload] = result
             failures[case.workload] = failed
             peer_times = {k: v for k, v in result.items() if k not in (STORE, RAW)}
+            fewer = {k: len(v) for k, v in times.items() if len(v) < sizes.write_repeats}
             rows.append(
                 Row(
                     case.workload,
@@ -320,6 +337,7 @@ async def append_rows(
                     sizes.write_repeats,
                     peers=peer_times,
                     failed=failed,
+                    peer_repeats=fewer,
                 )
             )
         if "W1" in medians and "W2" in medians:

@@ -155,6 +155,15 @@ def notes(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _peer_cell(row: Row, name: str, value: float | None) -> str:
+    if name in row.failed:
+        return "failed"
+    if value is None:
+        return "-"
+    fewer = row.peer_repeats.get(name)
+    return f"{value:.2f}x" + ("" if fewer is None else f" ({fewer})")
+
+
 def peers_table(results: list[dict[str, Any]]) -> list[str]:
     """The store beside the peer libraries: each one's ratio to the raw driver."""
     rows = [(r["backend"], Row.from_dict(d)) for r in results for d in r["rows"]]
@@ -172,6 +181,8 @@ def peers_table(results: list[dict[str, Any]]) -> list[str]:
         "better; `-` where a library does not support the backend, `failed` where it raised or",
         "stored the wrong messages: see the failures below). W9's row is each one's own time",
         "at 16 tasks over its time at 1 task (lower is more speed-up from concurrency).",
+        "A number in brackets is a peer's repeats where it ran fewer than the store: one more",
+        "than 3x the store's time in a workload's first repeat runs fewer of them.",
         "",
         "| backend | workload | what | anvia-django | raw driver | "
         + " | ".join(names)
@@ -185,10 +196,7 @@ def peers_table(results: list[dict[str, Any]]) -> list[str]:
         else:
             store, raw = row.ratio or 0.0, 1.0
             peers = {name: row.peer_ratio(name) for name in names}
-        shown = [
-            "failed" if name in row.failed else "-" if value is None else f"{value:.2f}x"
-            for name, value in peers.items()
-        ]
+        shown = [_peer_cell(row, name, value) for name, value in peers.items()]
         fastest = min((v for v in peers.values() if v is not None), default=None)
         met = "" if fastest is None else ("yes" if store <= fastest else "**no**")
         lines.append(

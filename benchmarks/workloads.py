@@ -36,6 +36,8 @@ class Sizes:
     memory_small: int = 10_000
     memory_large: int = 100_000
     write_repeats: int = 5
+    slow_peer_repeats: int = 3
+    """Repeats of a peer more than 3x slower than the store on a workload."""
     one_session_writers: int = 8
     one_session_appends: int = 50
     read_repeats: int = 7

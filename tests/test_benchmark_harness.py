@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from anvia_django.core.memory.types import Message
+from benchmarks import appends
 from benchmarks.appends import Case, Contender, expect_in_order, measure_case, time_one
 from benchmarks.report import render
 from benchmarks.timing import Row
@@ -20,7 +21,11 @@ SCHEDULE = [(f"s{i % 2}", "run-1", 1, [{"role": "user", "content": f"m{i}"}]) fo
 
 
 def fake(
-    name: str, *, is_peer: bool = True, fail_on_call: int | None = None, drop_first: bool = False
+    name: str,
+    *,
+    is_peer: bool = True,
+    fail_on_call: int | None = None,
+    drop_first: bool = False,
 ) -> Contender:
     stored: dict[str, list[Message]] = {}
     calls = 0
@@ -55,9 +60,9 @@ def test_a_failing_peer_is_reported_and_the_others_keep_their_medians() -> None:
         fake("peer", fail_on_call=8),
     ]
 
-    medians = asyncio.run(measure_case(contenders, case(), 3, problems, failed))
+    times = asyncio.run(measure_case(contenders, case(), 3, problems, failed))
 
-    assert set(medians) == {"store", "raw"}
+    assert {name: len(values) for name, values in times.items()} == {"store": 3, "raw": 3}
     assert failed == {"peer": "repeat 2 of 3: RuntimeError: database is locked"}
     assert problems == []
 
@@ -67,11 +72,34 @@ def test_a_peer_storing_the_wrong_messages_is_failed_not_the_run() -> None:
     problems: list[str] = []
     contenders = [fake("store", is_peer=False), fake("peer", drop_first=True)]
 
-    medians = asyncio.run(measure_case(contenders, case(), 2, problems, failed))
+    times = asyncio.run(measure_case(contenders, case(), 2, problems, failed))
 
-    assert set(medians) == {"store"}
+    assert set(times) == {"store"}
     assert failed["peer"].startswith("wrong messages stored: session s0")
     assert problems == []
+
+
+def test_a_peer_far_slower_than_the_store_runs_fewer_repeats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seconds = {"store": 1.0, "slow": 3.5, "close": 2.9}
+
+    async def time_one(contender: Contender, case: Case) -> float:
+        await contender.reset()
+        for session, run_id, turn, batch in case.lanes[0]:
+            await contender.append(session, 0, run_id, turn, batch)
+        return seconds[contender.name]
+
+    monkeypatch.setattr(appends, "time_one", time_one)
+    contenders = [fake("store", is_peer=False), fake("slow"), fake("close")]
+
+    times = asyncio.run(measure_case(contenders, case(), 5, [], {}, slow_repeats=3))
+
+    assert {name: len(values) for name, values in times.items()} == {
+        "store": 5,
+        "slow": 3,
+        "close": 5,
+    }
 
 
 def test_the_store_failing_stops_the_measurement() -> None:
