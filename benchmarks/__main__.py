@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         from .run import run_backend
 
         return run_backend(args)
+    from .report import render
+
     backends = BACKENDS if args.backend == "all" else (args.backend,)
+    shown = " ".join(["python", "-m", "benchmarks", *(argv if argv is not None else sys.argv[1:])])
     results = []
     crashed: dict[str, str] = {}
     status = 0
@@ -74,13 +77,11 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(json.loads(out.read_text()))
             else:
                 crashed[backend] = f"its process exited with status {done.returncode}"
-    from .report import render
-
-    shown = ["python", "-m", "benchmarks", *(argv if argv is not None else sys.argv[1:])]
-    text = render(results, " ".join(shown), crashed)
+        text = render(results, shown, crashed)
+        # Rewritten after each backend: a run stopped in the next one keeps these.
+        if args.output is not None:
+            args.output.write_text(text)
     print(text)
-    if args.output is not None:
-        args.output.write_text(text)
     return status
 
 
