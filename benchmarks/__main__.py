@@ -48,8 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         from .run import run_backend
 
         return run_backend(args)
+    from .report import render
+
     backends = BACKENDS if args.backend == "all" else (args.backend,)
+    shown = " ".join(["python", "-m", "benchmarks", *(argv if argv is not None else sys.argv[1:])])
     results = []
+    crashed: dict[str, str] = {}
+    status = 0
     for backend in backends:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "rows.json"
@@ -63,18 +68,21 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, "ANVIA_BENCH_DB": backend}
             print(f"== {backend} ==", file=sys.stderr, flush=True)
             done = subprocess.run(command, env=env, check=False)
+            # A failed backend leaves the others' results to report: the
+            # child writes what it finished, the exit status says it failed.
             if done.returncode != 0:
                 print(f"{backend}: the benchmark process failed", file=sys.stderr)
-                return done.returncode
-            results.append(json.loads(out.read_text()))
-    from .report import render
-
-    shown = ["python", "-m", "benchmarks", *(argv if argv is not None else sys.argv[1:])]
-    text = render(results, " ".join(shown))
+                status = status or done.returncode
+            if out.exists():
+                results.append(json.loads(out.read_text()))
+            else:
+                crashed[backend] = f"its process exited with status {done.returncode}"
+        text = render(results, shown, crashed)
+        # Rewritten after each backend: a run stopped in the next one keeps these.
+        if args.output is not None:
+            args.output.write_text(text)
     print(text)
-    if args.output is not None:
-        args.output.write_text(text)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -8,6 +8,14 @@
   ``PostgresChatMessageHistory`` (one psycopg ``AsyncConnection`` per
   concurrent task: an async connection runs one query at a time).
 
+On SQLite the store runs with a WAL journal and a 30 s busy timeout. The
+Agents SDK configures its own connections (WAL; ``SQLAlchemySession`` also
+a busy timeout and retries on a locked database). LangChain leaves that to
+the application, so its engine gets the store's two settings through
+SQLAlchemy's public API (``connect_args`` and a ``connect`` event), as its
+user would: with sqlite3's 5 s default, sixteen tasks on a loaded machine
+once failed with ``database is locked``.
+
 Every peer keeps its own tables (SQLite: its own file), which the run
 empties between repeats. Session objects and LangChain messages are built
 before the clock starts: an application holds them already.
@@ -64,6 +72,26 @@ def _pg_truncate(tables: tuple[str, ...]) -> None:
     with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
         conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
         conn.execute(f"VACUUM ANALYZE {', '.join(tables)}")
+
+
+def _sqlite_engine(path: Path) -> Any:
+    """An aiosqlite engine configured as the store's SQLite database is."""
+    from sqlalchemy import event
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(
+        f"sqlite+aiosqlite:///{path}", connect_args={"timeout": bench_settings.SQLITE_TIMEOUT}
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _wal(dbapi_connection: Any, _: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        finally:
+            cursor.close()
+
+    return engine
 
 
 def _pg_url(driver: str) -> str:
@@ -243,7 +271,7 @@ class LangChainSQLHistory(_LangChainMessages):
             self.engine = create_async_engine(_pg_url("asyncpg"), pool_size=lanes)
         else:
             _remove_sqlite(self.path)
-            self.engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
+            self.engine = _sqlite_engine(self.path)
         from langchain_community.chat_message_histories import SQLChatMessageHistory
 
         # Its first call creates the table; the timed histories skip that check.

@@ -35,6 +35,11 @@ def _load(averages: list[float]) -> str:
     return "/".join(f"{value:.2f}" for value in averages)
 
 
+def _took(result: dict[str, Any]) -> str:
+    seconds = result.get("seconds")
+    return "" if seconds is None else f" ({seconds / 60:.1f} min)"
+
+
 def _value(row: Row, value: float) -> str:
     """Per-call milliseconds, or for memory rows the whole peak in MiB."""
     if row.unit == "bytes":
@@ -44,7 +49,11 @@ def _value(row: Row, value: float) -> str:
     return _ms(value, row.ops)
 
 
-def render(results: list[dict[str, Any]], command: str) -> str:
+def render(
+    results: list[dict[str, Any]], command: str, crashed: dict[str, str] | None = None
+) -> str:
+    """``crashed``: backends whose process ended without results, with why."""
+    crashed = crashed or {}
     lines = [
         "# anvia-django benchmarks",
         "",
@@ -54,7 +63,7 @@ def render(results: list[dict[str, Any]], command: str) -> str:
         "- Databases: " + ", ".join(f"{r['server']} (baseline: {r['baseline']})" for r in results),
         f"- Command: `{command}`",
         *[
-            f"- Load average (1/5/15 min) during the {r['backend']} run:"
+            f"- Load average (1/5/15 min) during the {r['backend']} run{_took(r)}:"
             f" {_load(r['load'][0])} at the start, {_load(r['load'][1])} at the end"
             for r in results
             if r.get("load")
@@ -90,11 +99,11 @@ def render(results: list[dict[str, Any]], command: str) -> str:
                 )
     lines.append("")
     lines += peers_table(results)
-    lines += ["## Targets missed in this run", ""]
+    lines += ["## Failures in this run", ""]
+    lines += failures(results, crashed) or ["None."]
+    lines += ["", "## Targets missed in this run", ""]
     lines += misses or ["None."]
-    notes = [note for result in results for note in result["notes"]]
-    if notes:
-        lines += ["", "## Pending", "", *[f"- {note}" for note in notes]]
+    lines += notes(results)
     if ANALYSIS.exists():
         lines += ["", ANALYSIS.read_text().strip()]
     for result in results:
@@ -106,22 +115,74 @@ def render(results: list[dict[str, Any]], command: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def failures(results: list[dict[str, Any]], crashed: dict[str, str]) -> list[str]:
+    """Backends and workloads that did not finish, and peers that failed.
+
+    A peer's error is listed once with the workloads it ended; the W9
+    speed-up row is left out, as it fails with W1 or W2.
+    """
+    lines = [f"- {backend}: no results ({why})." for backend, why in crashed.items()]
+    for result in results:
+        lines += [f"- {result['backend']}: {error}" for error in result.get("errors", [])]
+        ended: dict[tuple[str, str], list[str]] = {}
+        for data in result["rows"]:
+            row = Row.from_dict(data)
+            if row.unit == "x":
+                continue
+            for peer, error in row.failed.items():
+                workloads = ended.setdefault((peer, error), [])
+                if row.workload not in workloads:
+                    workloads.append(row.workload)
+        lines += [
+            f"- {result['backend']} {', '.join(workloads)}: {peer} failed ({error})."
+            for (peer, error), workloads in ended.items()
+        ]
+    return lines
+
+
+def notes(results: list[dict[str, Any]]) -> list[str]:
+    """Each backend's notes once, naming the backends when not all gave it."""
+    given: dict[str, list[str]] = {}
+    for result in results:
+        for note in result["notes"]:
+            given.setdefault(note, []).append(result["backend"])
+    if not given:
+        return []
+    lines = ["", "## Notes", ""]
+    for note, backends in given.items():
+        where = "" if len(backends) == len(results) else f" ({', '.join(backends)})"
+        lines.append(f"- {note}{where}")
+    return lines
+
+
+def _peer_cell(row: Row, name: str, value: float | None) -> str:
+    if name in row.failed:
+        return "failed"
+    if value is None:
+        return "-"
+    fewer = row.peer_repeats.get(name)
+    return f"{value:.2f}x" + ("" if fewer is None else f" ({fewer})")
+
+
 def peers_table(results: list[dict[str, Any]]) -> list[str]:
     """The store beside the peer libraries: each one's ratio to the raw driver."""
     rows = [(r["backend"], Row.from_dict(d)) for r in results for d in r["rows"]]
-    rows = [(backend, row) for backend, row in rows if row.peers]
+    rows = [(backend, row) for backend, row in rows if row.peers or row.failed]
     if not rows:
         return []
     names: list[str] = []
     for _, row in rows:
-        names += [name for name in row.peers if name not in names]
+        names += [name for name in [*row.peers, *row.failed] if name not in names]
     lines = [
         "## Beside the peers",
         "",
         "Each library through its own public API, on the same workload, interleaved with the",
         "store and the raw driver in the same run: median time over the raw driver's (lower is",
-        "better; `-` where a library does not support the backend). W9's row is each one's own",
-        "time at 16 tasks over its time at 1 task (lower is more speed-up from concurrency).",
+        "better; `-` where a library does not support the backend, `failed` where it raised or",
+        "stored the wrong messages: see the failures below). W9's row is each one's own time",
+        "at 16 tasks over its time at 1 task (lower is more speed-up from concurrency).",
+        "A number in brackets is a peer's repeats where it ran fewer than the store: one more",
+        "than 3x the store's time in a workload's first repeat runs fewer of them.",
         "",
         "| backend | workload | what | anvia-django | raw driver | "
         + " | ".join(names)
@@ -135,7 +196,7 @@ def peers_table(results: list[dict[str, Any]]) -> list[str]:
         else:
             store, raw = row.ratio or 0.0, 1.0
             peers = {name: row.peer_ratio(name) for name in names}
-        shown = [f"{v:.2f}x" if v is not None else "-" for v in peers.values()]
+        shown = [_peer_cell(row, name, value) for name, value in peers.items()]
         fastest = min((v for v in peers.values() if v is not None), default=None)
         met = "" if fastest is None else ("yes" if store <= fastest else "**no**")
         lines.append(

@@ -6,6 +6,9 @@ import argparse
 import asyncio
 import json
 import os
+import sys
+import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +47,14 @@ def run_backend(args: argparse.Namespace) -> int:
         print(profile(args.profile, quick=args.quick))
         return 0
     load_before = os.getloadavg()
+    started = time.monotonic()
     result = asyncio.run(_run(args))
+    result["seconds"] = time.monotonic() - started
     result["load"] = [load_before, os.getloadavg()]
     result["backend"] = settings.BACKEND
     result["server"] = server_version()
     args.child_json.write_text(json.dumps(result))
-    return 0
+    return 1 if result["errors"] else 0
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,14 +81,27 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     rows = []
     plans: list[tuple[str, str, str]] = []
+    errors: list[str] = []
     try:
         for names, step in steps:
             if only and not names & only:
                 continue
-            print(f"   {'/'.join(sorted(names))} ...", flush=True)
-            rows += [row for row in await step(bench) if not only or row.workload in only]
-            if step is workloads.lists:
-                plans = await workloads.plans(bench)
+            label = "/".join(sorted(names))
+            print(f"   {label} ...", flush=True)
+            started = time.monotonic()
+            try:
+                rows += [row for row in await step(bench) if not only or row.workload in only]
+                if step is workloads.lists:
+                    plans = await workloads.plans(bench)
+            except Exception as error:
+                # The other steps still run and every finished row is
+                # reported; the run exits non-zero.
+                traceback.print_exc(file=sys.stderr)
+                first = str(error).strip().splitlines()
+                errors.append(
+                    f"{label} stopped: {type(error).__name__}" + (f": {first[0]}" if first else "")
+                )
+            print(f"   {label}: {time.monotonic() - started:.0f} s", flush=True)
     finally:
         await baseline.close()
     # MariaDB is held to the PostgreSQL targets: a server, pooled connections.
@@ -99,6 +117,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "rows": [row.as_dict() for row in rows],
         "plans": plans,
         "notes": bench.notes,
+        "errors": bench.errors + errors,
         "baseline": baseline.name,
         "sizes": vars(sizes) if hasattr(sizes, "__dict__") else {},
         "output": str(Path.cwd()),

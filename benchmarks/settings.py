@@ -53,6 +53,8 @@ SQLITE_FILE = Path(
     os.environ.get("ANVIA_BENCH_SQLITE_FILE", Path(tempfile.gettempdir()) / "anvia-bench.sqlite3")
 )
 SQLITE_INIT = "PRAGMA journal_mode=WAL;"
+SQLITE_TIMEOUT = 30
+"""Seconds a SQLite writer waits for the lock; the peers' engines get it too."""
 
 DATABASES: dict[str, dict[str, Any]]
 if BACKEND == "postgres":
@@ -89,7 +91,7 @@ else:
             "NAME": str(SQLITE_FILE),
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",
-                "timeout": 30,
+                "timeout": SQLITE_TIMEOUT,
                 "init_command": SQLITE_INIT,
             },
             "CONN_MAX_AGE": None,

@@ -27,6 +27,10 @@ class Row:
     unit: str = "s"
     peers: dict[str, float] = field(default_factory=dict)
     """Median seconds of each peer library on the same workload, same run."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Peers that failed on this workload, with their error; not in ``peers``."""
+    peer_repeats: dict[str, int] = field(default_factory=dict)
+    """Peers measured over fewer repeats than ``repeats``, and how many."""
 
     @property
     def ratio(self) -> float | None:

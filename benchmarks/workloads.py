@@ -36,6 +36,8 @@ class Sizes:
     memory_small: int = 10_000
     memory_large: int = 100_000
     write_repeats: int = 5
+    slow_peer_repeats: int = 3
+    """Repeats of a peer more than 3x slower than the store on a workload."""
     one_session_writers: int = 8
     one_session_appends: int = 50
     read_repeats: int = 7
@@ -66,6 +68,8 @@ class Bench:
     baseline: Baseline
     sizes: Sizes
     notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Checks the store or the raw driver failed: the run reports them and exits 1."""
     no_peers: bool = False
     only: frozenset[str] = frozenset()
     """Workloads to run (``--only``); empty for all."""
@@ -113,7 +117,7 @@ async def appends(bench: Bench) -> list[Row]:
             " are not in the bench extra); the store is compared with the raw driver only."
         )
     return await append_rows(
-        bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.only
+        bench.store, bench.baseline, peers, bench.sizes, bench.notes, bench.errors, bench.only
     )
 
 
