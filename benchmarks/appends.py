@@ -28,12 +28,15 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from anvia_django.core.memory.types import MemoryAppendInput, MemoryContext, Message
 from anvia_django.store import DjangoMemoryStore
 
 from .database import empty_tables
 from .peers import Peer
 from .raw import Baseline
+from .settings import PREPARED_ALIAS
 from .timing import Row
 from .workloads import QUICK, Append, Sizes, batch_schedule, single_message_schedule, user_of
 
@@ -43,6 +46,8 @@ SLOW_PEER_FACTOR = 3.0
 """Beyond this many times the store's time, more repeats would not change
 which of the two is faster: such a peer's cell runs fewer of them."""
 STORE = "anvia-django"
+STORE_PREPARED = "anvia-django, prepared statements"
+"""The store on PostgreSQL with server-side binding and prepared statements."""
 RAW = "raw driver"
 
 
@@ -57,7 +62,7 @@ class Contender:
     is_peer: bool = False
 
 
-def store_contender(store: DjangoMemoryStore) -> Contender:
+def store_contender(store: DjangoMemoryStore, name: str = STORE) -> Contender:
     async def append(s: str, lane: int, run_id: str, turn: int, messages: list[Message]) -> None:
         await store.append(
             MemoryAppendInput(MemoryContext(s, user_id=user_of(s)), run_id, turn, messages)
@@ -66,7 +71,7 @@ def store_contender(store: DjangoMemoryStore) -> Contender:
     async def load(s: str) -> list[Message]:
         return await store.load(MemoryContext(s, user_id=user_of(s)))
 
-    return Contender(STORE, append, load, _empty_app_tables)
+    return Contender(name, append, load, _empty_app_tables)
 
 
 def raw_contender(baseline: Baseline) -> Contender:
@@ -286,6 +291,9 @@ async def append_rows(
     only: frozenset[str] = frozenset(),
 ) -> list[Row]:
     contenders = [store_contender(store), raw_contender(baseline)]
+    if PREPARED_ALIAS in settings.DATABASES:
+        prepared = DjangoMemoryStore(using=PREPARED_ALIAS)
+        contenders.append(store_contender(prepared, STORE_PREPARED))
     opened: list[Peer] = []
     not_opened: dict[str, str] = {}
     try:

@@ -22,7 +22,9 @@ from .timing import Row, measure
 
 @dataclass(frozen=True)
 class Sizes:
-    sessions: int = 200
+    # 50, not 200 (before 2026-12-03): with five peers a full run of 200 took
+    # about 80 minutes on two shared cores; ratios are what runs compare.
+    sessions: int = 50
     messages_per_session: int = 20
     concurrency: int = 16
     long_session: int = 1_000

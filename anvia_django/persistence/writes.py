@@ -66,12 +66,13 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
         now=timezone.now(),
     )
     dialect = dialect_for(alias)
+    conversation: LockedConversation | None
     try:
         if connections[alias].in_atomic_block:
             with transaction.atomic(using=alias):
-                conversation = dialect.append_in_one_statement(alias, append) or _append_under_lock(
-                    alias, context, append
-                )
+                conversation = dialect.append_in_one_statement(alias, append)
+                if conversation is None:
+                    conversation = _append_under_lock(alias, context, append)
         else:
             # In autocommit the one statement is a transaction of its own.
             conversation = dialect.append_in_one_statement(alias, append)
