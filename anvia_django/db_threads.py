@@ -173,7 +173,10 @@ _pools_lock = threading.Lock()
 
 def _pool_for(using: str | None, size: int) -> DatabaseThreadPool:
     alias = using or _write_alias()
-    key = (alias, 1) if connections[alias].vendor == "sqlite" else ("", size)
+    # Imported here: the dialects import the models, which need the app registry.
+    from .persistence.dialects import one_writer_at_a_time
+
+    key = (alias, 1) if one_writer_at_a_time(connections[alias]) else ("", size)
     pool = _pools.get(key)
     if pool is None:
         with _pools_lock:

@@ -484,6 +484,11 @@ def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
     return GENERIC
 
 
+def one_writer_at_a_time(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the database runs one writing transaction at a time (SQLite)."""
+    return bool(connection.vendor == "sqlite")
+
+
 def unknown_vendor(connection: BaseDatabaseWrapper) -> str | None:
     """The vendor name of ``connection`` if no dialect here is written for it."""
     return None if connection.vendor in ("postgresql", "sqlite", "mysql") else connection.vendor
