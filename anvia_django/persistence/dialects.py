@@ -296,7 +296,9 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     conflict's UPDATE applies only to the row version the snapshot saw
     (``xmin`` unchanged): if anyone wrote the conversation in between, the
     statement writes nothing and the caller appends in steps under the lock
-    it takes first. The scope check rides in the same condition.
+    it takes first. That holds because every write to a conversation's
+    messages (append, pop, rewind, clear) also updates its row. The scope
+    check rides in the same condition.
     """
 
     def append_in_one_statement(
