@@ -102,7 +102,9 @@ def _messages_query(
     # messages in order from the (conversation, position) index and plans in
     # half the time, where over a join it sorted the whole session, even to
     # keep the newest few of a window (benchmarks/analysis.md).
-    owner = Subquery(Conversation.objects.filter(**session).values("pk"))
+    # Sliced: the session id is unique, and Django 6.1 refuses an unsliced
+    # queryset as the value of an exact lookup.
+    owner = Subquery(Conversation.objects.filter(**session).values("pk")[:1])
     messages = MemoryMessage.objects.filter(conversation=owner)
     columns = ("run_id", "message") if with_runs else ("message",)
     ordered = messages.order_by("position" if newest is None else "-position")
