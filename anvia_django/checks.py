@@ -78,6 +78,10 @@ def check_settings(
                 "STORE_THREADS must be a positive integer or None.", id="anvia_django.E006"
             )
         )
+    if not isinstance(values["EVENT_LOOP_APPENDS"], bool):
+        messages.append(
+            checks.Error("EVENT_LOOP_APPENDS must be True or False.", id="anvia_django.E007")
+        )
     return messages
 
 

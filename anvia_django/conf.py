@@ -43,6 +43,10 @@ DEFAULTS: dict[str, Any] = {
     # async code with no request or async_to_sync caller around it; None sends
     # them all to asgiref's one shared thread. See anvia_django/db_threads.py.
     "STORE_THREADS": 8,
+    # On PostgreSQL (psycopg 3), run those calls' appends in the event loop on
+    # async connections of the store's own instead of on its threads; False
+    # keeps them on the threads. See anvia_django/async_postgres.py.
+    "EVENT_LOOP_APPENDS": True,
 }
 
 ID_MAX_LENGTH = 255
@@ -109,6 +113,10 @@ class AppSettings:
     def STORE_THREADS(self) -> int | None:
         value = self._get("STORE_THREADS")
         return None if value is None else int(value)
+
+    @property
+    def EVENT_LOOP_APPENDS(self) -> bool:
+        return bool(self._get("EVENT_LOOP_APPENDS"))
 
     @property
     def input_limits(self) -> InputLimits:

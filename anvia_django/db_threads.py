@@ -195,14 +195,20 @@ def _write_alias() -> str:
 def close_db_threads(timeout: float | None = 30) -> None:
     """Stop the store's database threads after their queued calls, closing their connections.
 
-    For a worker's shutdown hook, or before closing a psycopg pool. Later
-    store calls start new threads.
+    Closes the event loops' async connections of appends too
+    (:mod:`anvia_django.async_postgres`). For a worker's shutdown hook, or
+    before closing a psycopg pool. Later store calls start new threads and
+    connections.
     """
     with _pools_lock:
         pools = list(_pools.values())
         _pools.clear()
     for pool in pools:
         pool.close(timeout)
+    # Imported here: that module builds on this one.
+    from .async_postgres import close_event_loop_connections
+
+    close_event_loop_connections()
 
 
 def _forget_pools_after_fork() -> None:

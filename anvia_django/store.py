@@ -4,11 +4,13 @@ The async methods wrap the synchronous functions in
 :mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
 each in one hop to a sync thread: the caller's own one inside a request or
 ``async_to_sync``, else one of the store's database threads
-(:mod:`anvia_django.db_threads`).
+(:mod:`anvia_django.db_threads`). There, an append to PostgreSQL runs in
+the event loop instead (:mod:`anvia_django.async_postgres`).
 """
 
 from __future__ import annotations
 
+from .async_postgres import append_on_event_loop
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.runs import MemoryRunInput
@@ -81,7 +83,8 @@ class DjangoMemoryStore:
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        await run_in_db_thread(append_messages, input, using=self.using)
+        if not await append_on_event_loop(input, using=self.using):
+            await run_in_db_thread(append_messages, input, using=self.using)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

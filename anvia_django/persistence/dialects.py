@@ -130,6 +130,11 @@ class Dialect:
         """
         return None
 
+    def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
+        """The statement :meth:`append_in_one_statement` runs, for another
+        connection to ``using`` to run instead; ``None`` where there is none."""
+        return None
+
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
     ) -> bool:
@@ -284,6 +289,25 @@ def forget_contended_sessions() -> None:
     _recently_contended.clear()
 
 
+@dataclass(frozen=True, slots=True)
+class OneStatementAppend:
+    """PostgreSQL's append in one statement, ready to run on a connection."""
+
+    using: str
+    key: tuple[str, str]
+    count: int
+    sql: str
+    params: list[Any]
+
+    def outcome(self, row: Sequence[Any] | None) -> LockedConversation | None:
+        """The conversation from the statement's row; ``None`` (it wrote
+        nothing) sends this session's next appends to the steps for a while."""
+        if row is None:
+            _recently_contended.note(self.key)
+            return None
+        return _locked(self.using, row, self.count)
+
+
 class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     """The row lock of ``ON CONFLICT DO UPDATE`` queues writers of one
     session, and an append is normally one statement (one round trip, and
@@ -304,6 +328,15 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     def append_in_one_statement(
         self, using: str, append: AppendRequest
     ) -> LockedConversation | None:
+        statement = self.one_statement_append(using, append)
+        if statement is None:
+            return None
+        with connections[using].cursor() as cursor:
+            cursor.execute(statement.sql, statement.params)
+            return statement.outcome(cursor.fetchone())
+
+    def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
+        # None: this session was contended lately, its append goes to the steps.
         key = (using, append.session_id)
         if _recently_contended.skip(key):
             return None
@@ -330,13 +363,7 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
             append.roles,
             stored,
         ]
-        with connection.cursor() as cursor:
-            cursor.execute(_one_statement_append_sql(using), params)
-            row = cursor.fetchone()
-        if row is None:
-            _recently_contended.note(key)
-            return None
-        return _locked(using, row, count)
+        return OneStatementAppend(using, key, count, _one_statement_append_sql(using), params)
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
@@ -484,6 +511,15 @@ def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
     if vendor == "mysql":
         return _MARIADB if connection.features.can_return_columns_from_insert else _MYSQL
     return GENERIC
+
+
+def has_async_driver(connection: BaseDatabaseWrapper) -> bool:
+    """Whether ``connection``'s driver has async connections (psycopg 3)."""
+    if connection.vendor != "postgresql":
+        return False
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return is_psycopg3
 
 
 def one_writer_at_a_time(connection: BaseDatabaseWrapper) -> bool:

@@ -7,6 +7,7 @@ of its work or none of it. Signals go out only after the commit.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import connections, transaction
 from django.db.models import F
@@ -50,12 +51,55 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
     A retried append (same ``run_id``, ``turn`` and messages as the ones
     stored last for that run and turn) writes nothing.
     """
-    encoded = validate_append(input, app_settings.input_limits)
-    if not input.messages:
+    append = validated_append(input)
+    if append is None:
         return
     alias = write_alias(using)
+    dialect = dialect_for(alias)
+    conversation: LockedConversation | None
+    try:
+        if connections[alias].in_atomic_block:
+            with transaction.atomic(using=alias):
+                conversation = dialect.append_in_one_statement(alias, append)
+                if conversation is None:
+                    conversation = _append_under_lock(alias, input.context, append)
+        else:
+            # In autocommit the one statement is a transaction of its own.
+            conversation = dialect.append_in_one_statement(alias, append)
+            if conversation is None:
+                with transaction.atomic(using=alias):
+                    conversation = _append_under_lock(alias, input.context, append)
+    except _AlreadyStored:
+        return
+    send_after_commit(
+        signals.messages_appended, using=alias, **appended_signal(input, conversation)
+    )
+
+
+@retry_if_connection_lost
+def append_in_steps(
+    input: MemoryAppendInput, append: AppendRequest, *, using: str | None = None
+) -> None:
+    """:func:`append_messages` of an already validated ``append``, without
+    trying the one statement (its caller tried it already)."""
+    alias = write_alias(using)
+    try:
+        with transaction.atomic(using=alias):
+            conversation = _append_under_lock(alias, input.context, append)
+    except _AlreadyStored:
+        return
+    send_after_commit(
+        signals.messages_appended, using=alias, **appended_signal(input, conversation)
+    )
+
+
+def validated_append(input: MemoryAppendInput) -> AppendRequest | None:
+    """``input`` checked and encoded for the database; ``None``: nothing to append."""
+    encoded = validate_append(input, app_settings.input_limits)
+    if not input.messages:
+        return None
     context = input.context
-    append = AppendRequest(
+    return AppendRequest(
         session_id=context.session_id,
         user_id=context.user_id,
         metadata=context.metadata,
@@ -65,33 +109,19 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
         encoded=encoded,
         now=timezone.now(),
     )
-    dialect = dialect_for(alias)
-    conversation: LockedConversation | None
-    try:
-        if connections[alias].in_atomic_block:
-            with transaction.atomic(using=alias):
-                conversation = dialect.append_in_one_statement(alias, append)
-                if conversation is None:
-                    conversation = _append_under_lock(alias, context, append)
-        else:
-            # In autocommit the one statement is a transaction of its own.
-            conversation = dialect.append_in_one_statement(alias, append)
-            if conversation is None:
-                with transaction.atomic(using=alias):
-                    conversation = _append_under_lock(alias, context, append)
-    except _AlreadyStored:
-        return
-    send_after_commit(
-        signals.messages_appended,
-        using=alias,
-        session_id=context.session_id,
-        ref=conversation.ref,
-        user_id=conversation.user_id,
-        run_id=input.run_id,
-        turn=input.turn,
-        first_position=conversation.first_position,
-        messages=input.messages,
-    )
+
+
+def appended_signal(input: MemoryAppendInput, conversation: LockedConversation) -> dict[str, Any]:
+    """The arguments of ``messages_appended`` for a committed append."""
+    return {
+        "session_id": input.context.session_id,
+        "ref": conversation.ref,
+        "user_id": conversation.user_id,
+        "run_id": input.run_id,
+        "turn": input.turn,
+        "first_position": conversation.first_position,
+        "messages": input.messages,
+    }
 
 
 def _append_under_lock(
