@@ -330,3 +330,13 @@ def test_a_call_cancelled_before_it_started_never_runs(settings: Any) -> None:
 
     asyncio.run(main())
     assert ran == []
+
+
+@pytest.mark.parametrize("value", [0, 1, "yes", None])
+def test_event_loop_appends_must_be_a_bool(settings: Any, value: object) -> None:
+    from anvia_django.checks import check_settings
+
+    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": value}
+    assert [m.id for m in check_settings()] == ["anvia_django.E007"]
+    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
+    assert check_settings() == []

@@ -1,0 +1,217 @@
+"""Appends from plain asyncio code on PostgreSQL: the event loop's own connections.
+
+What must hold on that path is what holds on the store's threads: the same
+rows, one copy of a retried append, the scope check, signals after the
+commit, a dead connection survived, a cancelled append run to its end, and
+connections closed with their loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+from anvia_django import async_postgres, db_threads, signals
+from anvia_django.core.memory.errors import ConversationScopeError
+from anvia_django.db_threads import close_db_threads
+from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.store import DjangoMemoryStore
+
+from .helpers import append_input, user
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _close_store_connections() -> Iterator[None]:
+    close_db_threads()
+    yield
+    close_db_threads()
+
+
+@pytest.fixture
+def appended() -> Iterator[list[dict[str, Any]]]:
+    calls: list[dict[str, Any]] = []
+
+    def record(sender: type, **kwargs: Any) -> None:
+        calls.append(kwargs)
+
+    signals.messages_appended.connect(record)
+    yield calls
+    signals.messages_appended.disconnect(record)
+
+
+def stored(session_id: str) -> list[tuple[int, str, int, Any]]:
+    return list(
+        MemoryMessage.objects.filter(conversation__session_id=session_id)
+        .order_by("position")
+        .values_list("position", "run_id", "turn", "message")
+    )
+
+
+def loop_connections() -> list[Any]:
+    return [
+        c for pools in async_postgres._by_loop.values() for p in pools.values() for c in p.opened
+    ]
+
+
+def test_appends_run_in_the_event_loop_and_store_what_the_threads_would(
+    appended: list[dict[str, Any]],
+) -> None:
+    store = DjangoMemoryStore()
+
+    async def main() -> None:
+        await store.append(append_input("loop", [user("a"), user("b")], user_id="u1"))
+        await store.append(append_input("loop", [user("c")], run_id="run-2", user_id="u1"))
+
+    asyncio.run(main())
+    assert db_threads._pools == {}  # no store thread was needed
+    assert stored("loop") == [
+        (0, "run-1", 1, user("a")),
+        (1, "run-1", 1, user("b")),
+        (2, "run-2", 1, user("c")),
+    ]
+    conversation = Conversation.objects.get(session_id="loop")
+    assert (conversation.message_count, conversation.user_id) == (3, "u1")
+    assert [(c["first_position"], c["ref"], c["messages"]) for c in appended] == [
+        (0, conversation.ref, [user("a"), user("b")]),
+        (2, conversation.ref, [user("c")]),
+    ]
+
+
+def test_a_retried_append_is_stored_once_and_announced_once(
+    appended: list[dict[str, Any]],
+) -> None:
+    store = DjangoMemoryStore()
+    append = append_input("retry", [user("once")])
+
+    async def main() -> None:
+        await store.append(append)
+        await store.append(append)
+
+    asyncio.run(main())
+    assert stored("retry") == [(0, "run-1", 1, user("once"))]
+    assert Conversation.objects.get(session_id="retry").message_count == 1
+    assert len(appended) == 1
+
+
+def test_another_users_session_is_refused_and_left_as_it_was() -> None:
+    store = DjangoMemoryStore()
+
+    async def main() -> None:
+        await store.append(append_input("owned", [user("mine")], user_id="alice"))
+        with pytest.raises(ConversationScopeError):
+            await store.append(append_input("owned", [user("theirs")], user_id="mallory"))
+
+    asyncio.run(main())
+    assert stored("owned") == [(0, "run-1", 1, user("mine"))]
+    assert Conversation.objects.get(session_id="owned").message_count == 1
+
+
+def terminate(pid: int) -> None:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    connections.close_all()
+
+
+def test_a_killed_connection_is_replaced_and_nothing_is_lost_or_doubled() -> None:
+    store = DjangoMemoryStore()
+
+    async def main() -> None:
+        await store.append(append_input("killed", [user("before")]))
+        (connection,) = loop_connections()
+        await asyncio.to_thread(terminate, connection.info.backend_pid)
+        await store.append(append_input("killed", [user("after")], turn=2))
+        assert connection.closed
+        assert connection not in loop_connections()
+
+    asyncio.run(main())
+    assert [row[3] for row in stored("killed")] == [user("before"), user("after")]
+
+
+def test_a_cancelled_append_runs_to_its_end_before_the_caller_resumes() -> None:
+    store = DjangoMemoryStore()
+    asyncio.run(store.append(append_input("cancelled", [user("first")])))
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row() -> None:
+        with transaction.atomic():
+            Conversation.objects.select_for_update().get(session_id="cancelled")
+            locked.set()
+            release.wait(timeout=20)
+        connections.close_all()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+
+    async def main() -> None:
+        assert await asyncio.to_thread(locked.wait, 20)
+        task = asyncio.ensure_future(
+            store.append(append_input("cancelled", [user("second")], turn=2))
+        )
+        await asyncio.sleep(0.2)  # the statement now waits for the row lock
+        task.cancel()
+        await asyncio.sleep(0.1)
+        assert not task.done()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        holder.join(timeout=20)
+    assert [row[3] for row in stored("cancelled")] == [user("first"), user("second")]
+    assert Conversation.objects.get(session_id="cancelled").message_count == 2
+
+
+def test_connections_follow_the_alias_settings_and_close_with_their_loop(settings: Any) -> None:
+    alias = "serializable"
+    default = connections["default"].settings_dict
+    connections.settings[alias] = {
+        **default,
+        "OPTIONS": {**default["OPTIONS"], "isolation_level": IsolationLevel.SERIALIZABLE},
+        "TEST": {**default["TEST"], "MIRROR": "default"},
+    }
+    store = DjangoMemoryStore(using=alias)
+
+    async def first_loop() -> Any:
+        await store.append(append_input("options", [user("hi")]))
+        (connection,) = loop_connections()
+        cursor = await connection.execute("SHOW TimeZone")
+        assert (await cursor.fetchone())[0] == "UTC"
+        # As on Django's connection: the level of the transactions it begins.
+        assert connection.isolation_level == IsolationLevel.SERIALIZABLE
+        return connection
+
+    async def second_loop() -> None:
+        await store.append(append_input("options", [user("again")], turn=2))
+        (connection,) = loop_connections()
+        close_db_threads()
+        assert connection.closed
+        await store.append(append_input("options", [user("reopened")], turn=3))
+        assert loop_connections() != [connection]
+
+    try:
+        first = asyncio.run(first_loop())
+        asyncio.run(second_loop())
+        assert first.closed
+    finally:
+        close_db_threads()
+        del connections.settings[alias]
+    assert Conversation.objects.get(session_id="options").message_count == 3
+
+
+def test_turned_off_appends_go_to_the_store_threads(settings: Any) -> None:
+    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
+    asyncio.run(DjangoMemoryStore().append(append_input("threads", [user("hi")])))
+    assert db_threads._pools != {}
+    assert loop_connections() == []
+    assert stored("threads") == [(0, "run-1", 1, user("hi"))]
