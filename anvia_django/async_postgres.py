@@ -51,12 +51,12 @@ from .signals import messages_appended
 async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -> bool:
     """Do ``store.append(input)`` here if this path applies; ``False`` if it
     does not, and the caller must send the whole append to a store thread."""
-    if not _applies(using):
+    alias = write_alias(using)
+    if not _applies(alias):
         return False
     append = validated_append(input)
     if append is None:
         return True
-    alias = write_alias(using)
     statement = dialect_for(alias).one_statement_append(alias, append)
     conversation = None
     if statement is not None:
@@ -78,19 +78,23 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
     return True
 
 
-def _applies(using: str | None) -> bool:
+def _applies(alias: str) -> bool:
     if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
         return False
     if has_outer_sync_thread():
         return False  # the caller's thread and connection: db_threads keeps them
-    return has_async_driver(connections[write_alias(using)])
+    return has_async_driver(connections[alias])
 
 
 class LoopConnections:
     """Up to ``size`` async connections to one alias, for one event loop."""
 
     def __init__(self, alias: str, size: int) -> None:
+        from psycopg.pq import TransactionStatus
+
         self.alias = alias
+        self._idle_status = TransactionStatus.IDLE
+        self._max_age = connections[alias].settings_dict.get("CONN_MAX_AGE")
         self._slots = asyncio.Semaphore(size)
         self._idle: list[tuple[Any, float]] = []
         self.opened: set[Any] = set()
@@ -129,9 +133,13 @@ class LoopConnections:
 
         wrapper = connections[self.alias]
         params = wrapper.get_connection_params()
-        # Django picks a sync cursor class: the async one that binds alike.
-        client_side = issubclass(params["cursor_factory"], psycopg.ClientCursor)
-        params["cursor_factory"] = psycopg.AsyncClientCursor if client_side else psycopg.AsyncCursor
+        # Server-side binding whatever ``server_side_binding`` says: Django
+        # binds client-side by default for SQL that the server could not
+        # take parameters in, and the append's statement is not such SQL.
+        # Composing it client-side cost more than the rest of the call's
+        # Python. Statements are still prepared only as ``prepare_threshold``
+        # says (Django's default: never, for transaction-pooling proxies).
+        params["cursor_factory"] = psycopg.AsyncCursor
         connection = await psycopg.AsyncConnection.connect(**params, autocommit=True)
         self.opened.add(connection)
         try:
@@ -150,14 +158,11 @@ class LoopConnections:
         return connection, time.monotonic()
 
     def _reusable(self, task: asyncio.Future[Any], connection: Any, opened_at: float) -> bool:
-        from psycopg.pq import TransactionStatus
-
         if not task.done() or task.cancelled() or task.exception() is not None:
             return False
-        if connection.closed or connection.info.transaction_status != TransactionStatus.IDLE:
+        if connection.closed or connection.info.transaction_status != self._idle_status:
             return False
-        max_age = connections[self.alias].settings_dict.get("CONN_MAX_AGE")
-        return not max_age or time.monotonic() - opened_at < max_age
+        return not self._max_age or time.monotonic() - opened_at < self._max_age
 
     async def _close(self, connection: Any) -> None:
         self.opened.discard(connection)
