@@ -146,10 +146,9 @@ class LoopConnections:
             options = wrapper.settings_dict["OPTIONS"]
             if (level := options.get("isolation_level")) is not None:
                 await connection.set_isolation_level(psycopg.IsolationLevel(level))
-            if connection.info.parameter_status("TimeZone") != wrapper.timezone_name:
-                await connection.execute(
-                    "SELECT set_config('TimeZone', %s, false)", [wrapper.timezone_name]
-                )
+            zone = wrapper.timezone_name
+            if zone and connection.info.parameter_status("TimeZone") != zone:
+                await connection.execute("SELECT set_config('TimeZone', %s, false)", [zone])
             if role := options.get("assume_role"):
                 await connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
         except BaseException:

@@ -215,3 +215,40 @@ def test_turned_off_appends_go_to_the_store_threads(settings: Any) -> None:
     assert db_threads._pools != {}
     assert loop_connections() == []
     assert stored("threads") == [(0, "run-1", 1, user("hi"))]
+
+
+@pytest.mark.parametrize("sessions", [1, 5])
+def test_tasks_appending_at_once_store_every_append_once_and_in_order(sessions: int) -> None:
+    # Writers of one session meet: their statements find the row changed and
+    # go to the steps on the store's threads, while others still run in the
+    # event loop. Every fourth append is sent twice, as a retry would be.
+    from .test_concurrency import kept_appends
+    from .workers import writer_messages
+
+    writers, appends = 12, 30
+    session_ids = [f"tasks-{n}" for n in range(sessions)]
+    store = DjangoMemoryStore()
+
+    async def writer(number: int) -> None:
+        for index in range(appends):
+            append = append_input(
+                session_ids[(index + number) % sessions],
+                writer_messages(number, index),
+                run_id=f"writer-{number}",
+                turn=index + 1,
+            )
+            await store.append(append)
+            if index % 4 == 0:
+                await store.append(append)
+
+    async def main() -> None:
+        await asyncio.gather(*(writer(n) for n in range(writers)))
+
+    asyncio.run(main())
+    assert db_threads._pools != {}  # the retries, at least, went to the steps
+    for slot, session_id in enumerate(session_ids):
+        # Positions gap-free, counts exact, appends whole (kept_appends checks).
+        kept = kept_appends(session_id)
+        for number in range(writers):
+            expected = [i for i in range(appends) if (i + number) % sessions == slot]
+            assert kept.get(number, []) == expected, f"writer {number} in {session_id}"

@@ -253,9 +253,7 @@ def pooled_alias() -> Iterator[str]:
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True, databases=["default", "pooled"])
-def test_psycopg_pool_connections_go_back_after_each_call(
-    pooled_alias: str, settings: Any
-) -> None:
+def test_psycopg_pool_connections_go_back_after_each_call(pooled_alias: str, settings: Any) -> None:
     # Appends on the store's threads, not in the event loop, to use the pool.
     settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
     store = DjangoMemoryStore(using=pooled_alias)
