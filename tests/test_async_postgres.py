@@ -28,13 +28,6 @@ from .helpers import append_input, user
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def _close_store_connections() -> Iterator[None]:
-    close_db_threads()
-    yield
-    close_db_threads()
-
-
 @pytest.fixture
 def appended() -> Iterator[list[dict[str, Any]]]:
     calls: list[dict[str, Any]] = []
