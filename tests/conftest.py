@@ -6,7 +6,6 @@ import pytest
 from django.db import connection
 
 from anvia_django.db_threads import close_db_threads
-from anvia_django.persistence.dialects import forget_contended_sessions
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,11 +28,3 @@ def _store_threads_closed_after_each_test() -> Iterator[None]:
     the next test must start without them, as a new process would."""
     yield
     close_db_threads()
-
-
-@pytest.fixture(autouse=True)
-def _no_session_remembered_as_contended() -> Iterator[None]:
-    """Each test starts as a new process would: no session is known to be
-    contended, so PostgreSQL appends try their one statement first."""
-    yield
-    forget_contended_sessions()

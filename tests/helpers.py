@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -9,8 +10,15 @@ from asgiref.sync import async_to_sync
 
 from anvia_django.core.memory import MemoryAppendInput, MemoryContext, Message
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.persistence.dialects import APPEND_FUNCTION
 
 T = TypeVar("T")
+
+
+def writes(sql: str) -> bool:
+    """Whether a statement writes: INSERT, UPDATE or DELETE, also inside a
+    WITH query, or a call of PostgreSQL's append function."""
+    return bool(re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql.upper())) or APPEND_FUNCTION in sql
 
 
 def run(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:

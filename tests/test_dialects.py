@@ -287,23 +287,31 @@ def test_an_upsert_that_changes_nothing_still_finds_its_row(dialect: dialects.Di
     assert found[0].id == Conversation.objects.get(session_id="same").pk
 
 
-def test_a_contended_session_appends_in_steps_for_a_while_then_tries_again() -> None:
-    contended = dialects.RecentlyContended(appends=2, sessions=2)
-    key = ("default", "s")
-    assert not contended.skip(key)
-    contended.note(key)
-    assert [contended.skip(key) for _ in range(3)] == [True, True, False]
-    # Bounded: the oldest of more sessions than it keeps is forgotten.
-    for session in ("a", "b", "c"):
-        contended.note(("default", session))
-    assert not contended.skip(("default", "a"))
-    assert contended.skip(("default", "c"))
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_without_the_append_function_appends_run_in_steps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As before ``migrate`` created it; the test's transaction restores it.
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP FUNCTION {dialects.APPEND_FUNCTION}")
+    try:
+        append_messages(append_input("s", [user("q")], turn=1))
+        append_messages(append_input("s", [user("q")], turn=1))  # a retry
+        append_messages(append_input("s", [user("next")], turn=2))
+    finally:
+        dialects.forget_missing_functions()
+    assert load_messages(MemoryContext("s")) == [user("q"), user("next")]
+    assert Conversation.objects.get().message_count == 2
+    # Said once, not on every append.
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+    assert "manage.py migrate" in caplog.records[0].getMessage()
 
 
 @pytest.mark.django_db
-def test_an_append_in_steps_after_contention_keeps_every_guarantee() -> None:
-    # A retry leaves the one statement writing nothing, so the session is
-    # treated as contended: the next appends take the steps, gap-free.
+def test_appends_after_a_retry_keep_every_guarantee() -> None:
+    # A retry leaves the one statement writing nothing and runs the steps,
+    # which recognise it; the appends after it stay gap-free.
     batch = [user("q"), assistant("a")]
     append_messages(append_input("s", batch, turn=1))
     append_messages(append_input("s", batch, turn=1))

@@ -14,6 +14,7 @@ from anvia_django.core.memory import (
     get_inspector,
 )
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
+from anvia_django.persistence.dialects import APPEND_FUNCTION
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, assistant, run, snapshot, user
@@ -207,8 +208,8 @@ def test_a_fault_mid_append_leaves_the_transcript_unchanged() -> None:
     table = MemoryMessage._meta.db_table
 
     def fail_on_message_insert(execute, sql, params, many, context):
-        # Also where the insert shares a statement with the upsert (PostgreSQL).
-        if re.search(rf"INSERT INTO \W?{table}\W", sql):
+        # Also where the insert runs inside the append function (PostgreSQL).
+        if re.search(rf"INSERT INTO \W?{table}\W", sql) or APPEND_FUNCTION in sql:
             raise DatabaseError("injected fault")
         return execute(sql, params, many, context)
 

@@ -17,15 +17,15 @@ Any other backend gets :class:`Dialect`: the ORM with ``select_for_update``.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import logging
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, ProgrammingError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Field, Model, TextField
 from django.db.models.functions import Cast
@@ -34,6 +34,8 @@ from anvia_django.conf import app_settings
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage, new_ref
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +180,12 @@ class Dialect:
         """The collation of this app's text columns; ``None``: the database's own."""
         return None
 
+    def create_functions(self, connection: BaseDatabaseWrapper) -> None:
+        """Create (or replace) the database functions this dialect calls."""
+
+    def drop_functions(self, connection: BaseDatabaseWrapper) -> None:
+        """Drop what :meth:`create_functions` created."""
+
     def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
         """The planner's idea of ``model``'s row count, ``None`` if it has none."""
         return None
@@ -238,55 +246,13 @@ class _OnConflictUpsert(Dialect):
         return _returned(using, _on_conflict_sql(using), params, reserve)
 
 
-class RecentlyContended:
-    """Sessions whose one-statement append lately wrote nothing, and how many
-    more appends of this process go straight to the append in steps.
-
-    Under contention (several writers of one session) the one statement
-    nearly always queues behind another writer and finds its snapshot
-    stale: trying it first would add a round trip to every append there.
-    Retries and refused scopes land here too; they are rare, and cost a
-    few appends in steps.
-    """
-
-    def __init__(self, *, appends: int = 64, sessions: int = 1024) -> None:
-        self.appends = appends
-        self.sessions = sessions
-        self._left: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def skip(self, key: tuple[str, str]) -> bool:
-        """Whether this append of ``key`` should skip the one statement."""
-        if not self._left:  # the common case, without the lock
-            return False
-        with self._lock:
-            left = self._left.get(key)
-            if left is None:
-                return False
-            if left <= 1:
-                del self._left[key]
-            else:
-                self._left[key] = left - 1
-            return True
-
-    def note(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._left[key] = self.appends
-            self._left.move_to_end(key)
-            while len(self._left) > self.sessions:
-                self._left.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._left.clear()
+_without_append_function: set[str] = set()
+"""Aliases whose database lacks the append function (migrations not applied yet)."""
 
 
-_recently_contended = RecentlyContended()
-
-
-def forget_contended_sessions() -> None:
-    """Start over as a new process would, trying one statement everywhere (tests)."""
-    _recently_contended.clear()
+def forget_missing_functions(**kwargs: Any) -> None:
+    """After ``migrate`` (``post_migrate``): look for the append function again."""
+    _without_append_function.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,35 +260,30 @@ class OneStatementAppend:
     """PostgreSQL's append in one statement, ready to run on a connection."""
 
     using: str
-    key: tuple[str, str]
     count: int
     sql: str
     params: list[Any]
 
     def outcome(self, row: Sequence[Any] | None) -> LockedConversation | None:
-        """The conversation from the statement's row; ``None`` (it wrote
-        nothing) sends this session's next appends to the steps for a while."""
-        if row is None:
-            _recently_contended.note(self.key)
-            return None
-        return _locked(self.using, row, self.count)
+        """The conversation from the statement's row; ``None``: it wrote nothing."""
+        return None if row is None else _locked(self.using, row, self.count)
 
 
 class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
-    """The row lock of ``ON CONFLICT DO UPDATE`` queues writers of one
-    session, and an append is normally one statement (one round trip, and
-    in autocommit its own transaction).
+    """An append is one call of a PL/pgSQL function, ``anvia_django_append``
+    (migration 0005): one round trip, in autocommit its own transaction.
 
-    That statement reads the retry check's tail from the snapshot it took
-    when it started. Under READ COMMITTED the snapshot may predate the
-    commit of a writer it then queued behind on the row lock (the first
-    attempt of a retried append, say), and the tail would be stale. So the
-    conflict's UPDATE applies only to the row version the snapshot saw
-    (``xmin`` unchanged): if anyone wrote the conversation in between, the
-    statement writes nothing and the caller appends in steps under the lock
-    it takes first. That holds because every write to a conversation's
-    messages (append, pop, rewind, clear) also updates its row. The scope
-    check rides in the same condition.
+    The function runs the append in steps on the server: it locks the
+    conversation row (or creates it), then checks the scope and the retry
+    in statements of their own, whose snapshots under READ COMMITTED are
+    taken after the lock was granted and so see every append committed
+    before it; then it reserves the positions and inserts. The lock is
+    held for the server's work only, never for a round trip, and PL/pgSQL
+    keeps its statements' plans for the connection's life, which Django's
+    default client-side binding would not. For another user's session or a
+    retry it writes nothing and returns no row: the caller then appends in
+    steps, which raise the scope error or recognise the retry. Without the
+    function (migrations not applied yet) the caller appends in steps.
     """
 
     def append_in_one_statement(
@@ -331,39 +292,50 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
         statement = self.one_statement_append(using, append)
         if statement is None:
             return None
-        with connections[using].cursor() as cursor:
-            cursor.execute(statement.sql, statement.params)
-            return statement.outcome(cursor.fetchone())
+        connection = connections[using]
+        # Inside the caller's transaction a savepoint, so that a missing
+        # function leaves it usable; in autocommit the call is a transaction.
+        block = transaction.atomic(using=using) if connection.in_atomic_block else nullcontext()
+        try:
+            with block, connection.cursor() as cursor:
+                cursor.execute(statement.sql, statement.params)
+                row = cursor.fetchone()
+        except ProgrammingError as error:
+            if getattr(error.__cause__, "sqlstate", None) != UNDEFINED_FUNCTION:
+                raise
+            _without_append_function.add(using)
+            logger.warning(
+                "The database of alias %r has no %s function: appends run in steps "
+                "until `manage.py migrate` has run.",
+                using,
+                APPEND_FUNCTION,
+            )
+            return None
+        return statement.outcome(row)
 
     def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
-        # None: this session was contended lately, its append goes to the steps.
-        key = (using, append.session_id)
-        if _recently_contended.skip(key):
+        if using in _without_append_function:
             return None
         connection = connections[using]
         count = len(append.encoded)
-        upsert = _conversation_params(
+        ref, session_id, user_id, stamp, _, _, metadata = _conversation_params(
             using, append.session_id, append.user_id, append.metadata, append.now, count
         )
         encode = MemoryMessage._meta.get_field("message").get_db_prep_save
         stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
-        scope = append.user_id or None
         params = [
-            append.session_id,
-            *upsert,
-            scope,
-            scope,
-            append.run_id,
-            append.turn,
-            count,
-            stored[::-1],
-            count,
-            append.run_id,
-            append.turn,
-            append.roles,
-            stored,
+            *(ref, session_id, user_id, append.user_id or None, stamp, metadata),
+            *(append.run_id, append.turn, append.roles, stored),
         ]
-        return OneStatementAppend(using, key, count, _one_statement_append_sql(using), params)
+        return OneStatementAppend(using, count, _APPEND_CALL, params)
+
+    def create_functions(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(_append_function_sql(connection.alias))
+
+    def drop_functions(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP FUNCTION IF EXISTS {APPEND_FUNCTION}({_APPEND_ARGUMENT_TYPES})")
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
@@ -513,6 +485,15 @@ def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
     return GENERIC
 
 
+def create_database_functions(connection: BaseDatabaseWrapper) -> None:
+    """What migration 0005 creates: the functions ``connection``'s dialect calls."""
+    vendor_dialect(connection).create_functions(connection)
+
+
+def drop_database_functions(connection: BaseDatabaseWrapper) -> None:
+    vendor_dialect(connection).drop_functions(connection)
+
+
 def has_async_driver(connection: BaseDatabaseWrapper) -> bool:
     """Whether ``connection``'s driver has async connections (psycopg 3)."""
     if connection.vendor != "postgresql":
@@ -627,36 +608,89 @@ def _on_conflict_sql(using: str) -> str:
     return f"{_on_conflict_upsert(using)} RETURNING {_returned_columns(using)}"
 
 
-@lru_cache(maxsize=16)
-def _one_statement_append_sql(using: str) -> str:
-    """PostgreSQL's append in one statement (see :class:`PostgreSQLDialect`).
+APPEND_FUNCTION = "anvia_django_append"
+_APPEND_ARGUMENT_TYPES = "text, text, text, text, timestamptz, text, text, integer, text[], text[]"
+_APPEND_CALL = (
+    f"SELECT * FROM {APPEND_FUNCTION}("
+    + ", ".join(f"%s::{kind}" for kind in _APPEND_ARGUMENT_TYPES.split(", "))
+    + ")"
+)
+UNDEFINED_FUNCTION = "42883"
 
-    Parameters: the session id (the snapshot's row version), the upsert's
-    seven, the caller's user id twice (the scope check), run id, turn and
-    count for the retry check with the messages newest first, then count,
-    run id, turn, roles and messages for the INSERT.
+
+def _append_function_sql(using: str) -> str:
+    """PostgreSQL's append as a PL/pgSQL function (see :class:`PostgreSQLDialect`).
+
+    Arguments: ref, session id and user id for a new row, the caller's user
+    id for the scope check (NULL: trusted code), the time, metadata, run
+    id, turn, roles and messages. Returns ``_RETURNED``'s columns, or no
+    row when it wrote nothing.
     """
     table, c = _quoted(using, Conversation)
     messages, m = _quoted(using, MemoryMessage)
-    tail = (
-        f"SELECT {m['message']} FROM {messages} WHERE {m['conversation']} = {table}.{c['id']} "
-        f"AND {m['run_id']} = %s AND {m['turn']} = %s ORDER BY {m['position']} DESC LIMIT %s"
-    )
     columns = ", ".join(m[name] for name in _INSERT_COLUMNS)
-    return (
-        f"WITH seen AS (SELECT xmin AS version FROM {table} WHERE {c['session_id']} = %s), "
-        f"kept AS ({_on_conflict_upsert(using)} "
-        f"WHERE {table}.xmin = (SELECT version FROM seen) "
-        f"AND (%s::text IS NULL OR {table}.{c['user_id']} = %s) "
-        f"AND ARRAY({tail}) IS DISTINCT FROM %s::text[] "
-        f"RETURNING {_returned_columns(using)}), "
-        f"written AS (INSERT INTO {messages} ({columns}) "
-        f"SELECT kept.{c['id']}, kept.{c['message_count']} - %s + appended.ordinality - 1, %s, %s, "
-        f"appended.role, appended.message, kept.{c['updated_at']} "
-        "FROM kept, unnest(%s::text[], %s::text[]) "
-        "WITH ORDINALITY AS appended(role, message, ordinality)) "
-        f"SELECT {', '.join(f'kept.{c[name]}' for name in _RETURNED)} FROM kept"
-    )
+    found = "found_id, found_ref, found_user, found_count, found_at"
+    returned = ", ".join(f"t.{c[name]}" for name in _RETURNED)
+    return f"""
+CREATE OR REPLACE FUNCTION {APPEND_FUNCTION}(
+    p_ref text, p_session text, p_user text, p_scope text, p_now timestamptz,
+    p_metadata text, p_run text, p_turn integer, p_roles text[], p_messages text[]
+) RETURNS TABLE (
+    out_id bigint, out_ref text, out_user text, out_count integer, out_updated_at timestamptz
+) LANGUAGE plpgsql VOLATILE AS $append$
+DECLARE
+    n integer := cardinality(p_messages);
+    found_id bigint;
+    found_ref text;
+    found_user text;
+    found_count integer;
+    found_at timestamptz;
+BEGIN
+    LOOP
+        SELECT {returned} INTO {found}
+            FROM {table} t WHERE t.{c["session_id"]} = p_session FOR UPDATE;
+        IF FOUND THEN
+            -- Under the row lock: the statements below see every append
+            -- committed before this one.
+            IF p_scope IS NOT NULL AND found_user IS DISTINCT FROM p_scope THEN
+                RETURN;
+            END IF;
+            IF found_count >= n AND ARRAY(
+                SELECT s.{m["message"]} FROM {messages} s
+                WHERE s.{m["conversation"]} = found_id AND s.{m["run_id"]} = p_run
+                    AND s.{m["turn"]} = p_turn
+                ORDER BY s.{m["position"]} DESC LIMIT n
+            ) = ARRAY(
+                SELECT a.message FROM unnest(p_messages) WITH ORDINALITY AS a(message, ordinality)
+                ORDER BY a.ordinality DESC
+            ) THEN
+                RETURN;
+            END IF;
+            -- Never backwards: a writer that read the clock, then queued on
+            -- the lock behind a later one, must not move the conversation back.
+            UPDATE {table} t SET {c["message_count"]} = t.{c["message_count"]} + n,
+                {c["updated_at"]} = GREATEST(t.{c["updated_at"]}, p_now),
+                {c["metadata"]} = COALESCE(p_metadata, t.{c["metadata"]})
+                WHERE t.{c["id"]} = found_id
+                RETURNING t.{c["message_count"]}, t.{c["updated_at"]} INTO found_count, found_at;
+            EXIT;
+        END IF;
+        INSERT INTO {table} AS t ({c["ref"]}, {c["session_id"]}, {c["user_id"]},
+                {c["created_at"]}, {c["updated_at"]}, {c["message_count"]}, {c["metadata"]})
+            VALUES (p_ref, p_session, p_user, p_now, p_now, n, p_metadata)
+            ON CONFLICT ({c["session_id"]}) DO NOTHING
+            RETURNING {returned} INTO {found};
+        -- Not found: another writer created the session first; lock its row.
+        EXIT WHEN FOUND;
+    END LOOP;
+    INSERT INTO {messages} ({columns})
+        SELECT found_id, found_count - n + a.ordinality - 1, p_run, p_turn, a.role, a.message,
+            found_at
+        FROM unnest(p_roles, p_messages) WITH ORDINALITY AS a(role, message, ordinality);
+    RETURN QUERY SELECT found_id, found_ref, found_user, found_count, found_at;
+END
+$append$
+"""
 
 
 @lru_cache(maxsize=16)

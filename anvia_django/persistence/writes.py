@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -55,25 +55,13 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
     if append is None:
         return
     alias = write_alias(using)
-    dialect = dialect_for(alias)
-    conversation: LockedConversation | None
-    try:
-        if connections[alias].in_atomic_block:
-            with transaction.atomic(using=alias):
-                conversation = dialect.append_in_one_statement(alias, append)
-                if conversation is None:
-                    conversation = _append_under_lock(alias, input.context, append)
-        else:
-            # In autocommit the one statement is a transaction of its own.
-            conversation = dialect.append_in_one_statement(alias, append)
-            if conversation is None:
-                with transaction.atomic(using=alias):
-                    conversation = _append_under_lock(alias, input.context, append)
-    except _AlreadyStored:
-        return
-    send_after_commit(
-        signals.messages_appended, using=alias, **appended_signal(input, conversation)
-    )
+    conversation = dialect_for(alias).append_in_one_statement(alias, append)
+    if conversation is None:
+        _append_in_steps(alias, input, append)
+    else:
+        send_after_commit(
+            signals.messages_appended, using=alias, **appended_signal(input, conversation)
+        )
 
 
 @retry_if_connection_lost
@@ -82,15 +70,7 @@ def append_in_steps(
 ) -> None:
     """:func:`append_messages` of an already validated ``append``, without
     trying the one statement (its caller tried it already)."""
-    alias = write_alias(using)
-    try:
-        with transaction.atomic(using=alias):
-            conversation = _append_under_lock(alias, input.context, append)
-    except _AlreadyStored:
-        return
-    send_after_commit(
-        signals.messages_appended, using=alias, **appended_signal(input, conversation)
-    )
+    _append_in_steps(write_alias(using), input, append)
 
 
 def validated_append(input: MemoryAppendInput) -> AppendRequest | None:
@@ -122,6 +102,17 @@ def appended_signal(input: MemoryAppendInput, conversation: LockedConversation) 
         "first_position": conversation.first_position,
         "messages": input.messages,
     }
+
+
+def _append_in_steps(alias: str, input: MemoryAppendInput, append: AppendRequest) -> None:
+    try:
+        with transaction.atomic(using=alias):
+            conversation = _append_under_lock(alias, input.context, append)
+    except _AlreadyStored:
+        return
+    send_after_commit(
+        signals.messages_appended, using=alias, **appended_signal(input, conversation)
+    )
 
 
 def _append_under_lock(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import re
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -25,7 +24,7 @@ from anvia_django.persistence import (
     get_conversation_with_messages,
     list_conversation_summaries,
 )
-from tests.helpers import run, snapshot
+from tests.helpers import run, snapshot, writes
 
 from .common import (
     assert_gap_free,
@@ -312,8 +311,7 @@ def test_a_database_fault_mid_write_leaves_the_session_as_it_was(operation: str)
     before = snapshot()
 
     def fail_on_a_write(execute, sql, params, many, context):
-        # Also a WITH query that writes (PostgreSQL's one-statement append).
-        if re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql.upper()):
+        if writes(sql):
             raise DatabaseError("injected fault")
         return execute(sql, params, many, context)
 

@@ -23,7 +23,7 @@ from anvia_django import signals
 from anvia_django.core.memory import MemoryContext, MemoryErrorInput
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from anvia_django.store import DjangoMemoryStore
-from tests.helpers import append_input, assistant, run, snapshot, user
+from tests.helpers import append_input, assistant, run, snapshot, user, writes
 
 from .report import record
 
@@ -69,7 +69,7 @@ class LostAnswer:
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         result = execute(sql, params, many, context)
-        if connection.get_autocommit() and "INSERT" in sql.upper():
+        if connection.get_autocommit() and writes(sql):
             raise InjectedFault("the answer to a committed statement was lost")
         return result
 
