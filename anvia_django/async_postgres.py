@@ -4,23 +4,23 @@ Where :mod:`anvia_django.db_threads` would send a store call to one of the
 store's own threads (async code with no request or ``async_to_sync`` caller
 around it), the call already runs on connections of the store's own, so
 nothing a caller holds is lost by leaving Django's connection objects too.
-On PostgreSQL (psycopg 3) an append is normally one statement (see
+On PostgreSQL (psycopg 3) an append is normally one statement, a call of
+the append function (see
 :class:`~anvia_django.persistence.dialects.PostgreSQLDialect`): that
 statement then runs right in the event loop, on async connections the store
 opens per event loop from the alias's own settings. Two thread hops were
 most of what an append cost beyond the statement itself.
 
-Everything the statement cannot decide alone (a contended session, a retry,
-a refused scope) and any database error goes to the store's threads as
-before, to the append in steps and Django's error types. What is not an
-append always goes there. ``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False``
+What the function leaves to the steps (a retry, another user's session, a
+database without the function) and any database error goes to the store's
+threads as before, to the append in steps and Django's error types. What is
+not an append always goes there. ``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False``
 keeps appends on the threads too, e.g. for instrumentation that wraps
 Django's cursors.
 
 Connections: at most ``STORE_THREADS`` per alias and event loop, opened on
-demand with the alias's ``OPTIONS`` (``server_side_binding`` and
-``prepare_threshold`` as Django would apply them, ``isolation_level``,
-``assume_role``) and the time zone Django sets; a broken one is dropped, and
+demand with the alias's ``OPTIONS`` (``prepare_threshold`` as Django would
+apply it, ``isolation_level``, ``assume_role``; binding is server-side) and the time zone Django sets; a broken one is dropped, and
 one older than a positive ``CONN_MAX_AGE`` is replaced. They are closed by
 :func:`~anvia_django.db_threads.close_db_threads`, when their event loop is
 collected, and, for loops that have closed, when a new loop opens its own.
