@@ -212,9 +212,10 @@ def test_turned_off_appends_go_to_the_store_threads(settings: Any) -> None:
 
 @pytest.mark.parametrize("sessions", [1, 5])
 def test_tasks_appending_at_once_store_every_append_once_and_in_order(sessions: int) -> None:
-    # Writers of one session meet: their statements find the row changed and
-    # go to the steps on the store's threads, while others still run in the
-    # event loop. Every fourth append is sent twice, as a retry would be.
+    # Writers of one session queue on its row lock inside the append
+    # function. Every fourth append is sent twice, as a retry would be: the
+    # function leaves those to the steps on the store's threads, while the
+    # other tasks' appends go on in the event loop.
     from .test_concurrency import kept_appends
     from .workers import writer_messages
 
