@@ -20,8 +20,9 @@ Django's cursors.
 
 Connections: at most ``STORE_THREADS`` per alias and event loop, opened on
 demand with the alias's ``OPTIONS`` (``prepare_threshold`` as Django would
-apply it, ``isolation_level``, ``assume_role``; binding is server-side) and the time zone Django sets; a broken one is dropped, and
-one older than a positive ``CONN_MAX_AGE`` is replaced. They are closed by
+apply it, ``isolation_level``, ``assume_role``; binding is server-side) and
+the time zone Django sets; a broken one is dropped, and one older than a
+positive ``CONN_MAX_AGE`` is replaced. They are closed by
 :func:`~anvia_django.db_threads.close_db_threads`, when their event loop is
 collected, and, for loops that have closed, when a new loop opens its own.
 """
@@ -64,11 +65,11 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
 
         try:
             row = await _connections_for(alias).fetch_one(statement.sql, statement.params)
-        except psycopg.Error:
+        except psycopg.Error as error:
             # The steps run it again through Django. Had the statement
             # committed before its answer was lost, that is a retried
             # append, which the steps recognise and store once.
-            pass
+            statement.failed_for_want_of_the_function(error)
         else:
             conversation = statement.outcome(row)
     if conversation is None:

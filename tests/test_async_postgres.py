@@ -21,6 +21,7 @@ from anvia_django import async_postgres, db_threads, signals
 from anvia_django.core.memory.errors import ConversationScopeError
 from anvia_django.db_threads import close_db_threads
 from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.persistence import dialects
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, user
@@ -246,3 +247,24 @@ def test_tasks_appending_at_once_store_every_append_once_and_in_order(sessions: 
         for number in range(writers):
             expected = [i for i in range(appends) if (i + number) % sessions == slot]
             assert kept.get(number, []) == expected, f"writer {number} in {session_id}"
+
+
+def test_without_the_append_function_the_event_loop_sends_appends_to_the_steps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    connection = connections["default"]
+    dialects.drop_database_functions(connection)
+    store = DjangoMemoryStore()
+
+    async def main() -> None:
+        await store.append(append_input("no-function", [user("a")]))
+        await store.append(append_input("no-function", [user("b")], turn=2))
+
+    try:
+        asyncio.run(main())
+    finally:
+        dialects.create_database_functions(connection)
+        dialects.forget_missing_functions()
+    assert [row[3] for row in stored("no-function")] == [user("a"), user("b")]
+    warnings = [r for r in caplog.records if dialects.APPEND_FUNCTION in r.getMessage()]
+    assert len(warnings) == 1

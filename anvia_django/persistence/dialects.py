@@ -268,6 +268,22 @@ class OneStatementAppend:
         """The conversation from the statement's row; ``None``: it wrote nothing."""
         return None if row is None else _locked(self.using, row, self.count)
 
+    def failed_for_want_of_the_function(self, error: BaseException | None) -> bool:
+        """Whether the driver's ``error`` says the database has no append
+        function; if so, this process appends in steps there until the next
+        ``migrate`` and says so once."""
+        if getattr(error, "sqlstate", None) != UNDEFINED_FUNCTION:
+            return False
+        if self.using not in _without_append_function:
+            _without_append_function.add(self.using)
+            logger.warning(
+                "The database of alias %r has no %s function: appends run in steps "
+                "until `manage.py migrate` has run.",
+                self.using,
+                APPEND_FUNCTION,
+            )
+        return True
+
 
 class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     """An append is one call of a PL/pgSQL function, ``anvia_django_append``
@@ -301,15 +317,8 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
                 cursor.execute(statement.sql, statement.params)
                 row = cursor.fetchone()
         except ProgrammingError as error:
-            if getattr(error.__cause__, "sqlstate", None) != UNDEFINED_FUNCTION:
+            if not statement.failed_for_want_of_the_function(error.__cause__):
                 raise
-            _without_append_function.add(using)
-            logger.warning(
-                "The database of alias %r has no %s function: appends run in steps "
-                "until `manage.py migrate` has run.",
-                using,
-                APPEND_FUNCTION,
-            )
             return None
         return statement.outcome(row)
 
