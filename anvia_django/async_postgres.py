@@ -94,6 +94,7 @@ class LoopConnections:
         from psycopg.pq import TransactionStatus
 
         self.alias = alias
+        self._pid = os.getpid()
         self._idle_status = TransactionStatus.IDLE
         self._max_age = connections[alias].settings_dict.get("CONN_MAX_AGE")
         self._slots = asyncio.Semaphore(size)
@@ -169,9 +170,12 @@ class LoopConnections:
         await connection.close()
 
     def close_all(self) -> None:
-        """Close every connection, from any thread (the loop may be gone)."""
-        for connection in list(self.opened):
-            connection.pgconn.finish()
+        """Close every connection, from any thread, when the loop no longer
+        uses them (it may be gone). In a forked child the sockets are the
+        parent's: they are forgotten, not closed."""
+        if os.getpid() == self._pid:
+            for connection in list(self.opened):
+                connection.pgconn.finish()
         self.opened.clear()
         self._idle.clear()
 
