@@ -43,6 +43,14 @@ GENERIC_DIALECT_TESTS = [
 ]
 
 
+def install(session: nox.Session, *args: str) -> None:
+    """``session.install`` without byte-compiling every installed module: pip
+    spends about a quarter of a fresh install on that, and a run imports a
+    fraction of them (Python compiles those on first import)."""
+    flags = [] if session.venv_backend == "uv" else ["--no-compile"]
+    session.install(*flags, *args)
+
+
 @nox.session
 @nox.parametrize("python,django", list(MATRIX))
 def tests(session: nox.Session, django: str) -> None:
@@ -50,7 +58,7 @@ def tests(session: nox.Session, django: str) -> None:
     database), two pytest workers each. ``ANVIA_TEST_DBS=postgres,mariadb``
     picks some of them; other arguments go to pytest."""
     python = str(session.python)
-    session.install("-e", ".[dev]", f"django~={django}.0")
+    install(session, "-e", ".[dev]", f"django~={django}.0")
     session.run("python", "-m", "django", "--version")
     chosen = os.environ.get("ANVIA_TEST_DBS")
     budget = os.environ.get("ANVIA_RELIABILITY") or RELIABILITY.get((python, django), "")
@@ -91,7 +99,7 @@ def typecheck_and_benchmarks(session: nox.Session) -> None:
     numbers are not judged) in one virtualenv, at the same time: mypy needs
     the bench extra anyway, a second install costs about a minute of CI, and
     mypy keeps one core busy while the benchmark mostly waits on databases."""
-    session.install("-e", ".[dev,bench]")
+    install(session, "-e", ".[dev,bench]")
     assert session.bin is not None
     # mypy in the background, its output kept for after the benchmark's.
     with tempfile.TemporaryFile(mode="w+") as mypy_output:
@@ -115,14 +123,14 @@ def typecheck_and_benchmarks(session: nox.Session) -> None:
 @nox.session(python="3.12", default=False)
 def typecheck(session: nox.Session) -> None:
     """mypy alone (``make test`` runs it in typecheck_and_benchmarks)."""
-    session.install("-e", ".[dev,bench]")
+    install(session, "-e", ".[dev,bench]")
     session.run(*MYPY)
 
 
 @nox.session(python="3.12", default=False)
 def benchmarks(session: nox.Session) -> None:
     """The quick benchmark run alone (``make test`` runs it in typecheck_and_benchmarks)."""
-    session.install("-e", ".[bench]")
+    install(session, "-e", ".[bench]")
     _quick_benchmark(session)
 
 
