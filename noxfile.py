@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 
 import nox
 
@@ -23,6 +25,13 @@ MATRIX = {
 }
 DATABASES = ["sqlite", "postgres"]
 
+# The reliability suite's size per pair (tests/reliability/budget.py). The
+# first pair searches at the CI size on every database; the second runs every
+# test too, with fewer hypothesis examples and raced sessions ("smoke"): what
+# it adds is Python and Django versions, which need every code path run, not
+# the same database search again. ANVIA_RELIABILITY in the environment wins.
+RELIABILITY = {("3.12", "6.1"): "smoke"}
+
 # The plain-ORM SQL dialect (what an unknown database gets), forced on
 # PostgreSQL: the store's own tests, the concurrency and the reliability suites.
 GENERIC_DIALECT_TESTS = [
@@ -34,6 +43,14 @@ GENERIC_DIALECT_TESTS = [
 ]
 
 
+def install(session: nox.Session, *args: str) -> None:
+    """``session.install`` without byte-compiling every installed module: pip
+    spends about a quarter of a fresh install on that, and a run imports a
+    fraction of them (Python compiles those on first import)."""
+    flags = [] if session.venv_backend == "uv" else ["--no-compile"]
+    session.install(*flags, *args)
+
+
 @nox.session
 @nox.parametrize("python,django", list(MATRIX))
 def tests(session: nox.Session, django: str) -> None:
@@ -41,21 +58,24 @@ def tests(session: nox.Session, django: str) -> None:
     database), two pytest workers each. ``ANVIA_TEST_DBS=postgres,mariadb``
     picks some of them; other arguments go to pytest."""
     python = str(session.python)
-    session.install("-e", ".[dev]", f"django~={django}.0")
+    install(session, "-e", ".[dev]", f"django~={django}.0")
     session.run("python", "-m", "django", "--version")
     chosen = os.environ.get("ANVIA_TEST_DBS")
+    budget = os.environ.get("ANVIA_RELIABILITY") or RELIABILITY.get((python, django), "")
     for db in MATRIX[(python, django)]:
         if chosen and db not in chosen.split(","):
             continue
-        session.log(f"database: {db}")
+        session.log(f"database: {db}" + (f" (reliability: {budget})" if budget else ""))
+        env = {"ANVIA_RELIABILITY": budget}
         if db == "generic":
-            env = {"ANVIA_TEST_DB": "postgres", "ANVIA_TEST_DIALECT": "generic"}
+            env |= {"ANVIA_TEST_DB": "postgres", "ANVIA_TEST_DIALECT": "generic"}
             session.run("pytest", "-n", "2", *GENERIC_DIALECT_TESTS, *session.posargs, env=env)
         elif db == "postgres-prepared":
-            env = {"ANVIA_TEST_DB": "postgres", "ANVIA_PG_PREPARED": "1"}
+            env |= {"ANVIA_TEST_DB": "postgres", "ANVIA_PG_PREPARED": "1"}
             session.run("pytest", "-n", "2", *session.posargs, env=env)
         else:
-            session.run("pytest", "-n", "2", *session.posargs, env={"ANVIA_TEST_DB": db})
+            env |= {"ANVIA_TEST_DB": db}
+            session.run("pytest", "-n", "2", *session.posargs, env=env)
 
 
 @nox.session(python="3.12")
@@ -65,18 +85,53 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
-@nox.session(python="3.12")
-def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[dev,bench]")
-    session.run("mypy", "anvia_django", "tests", "example_project", "scripts", "benchmarks")
+MYPY = ["mypy", "anvia_django", "tests", "example_project", "scripts", "benchmarks"]
 
 
-@nox.session(python="3.12")
-def benchmarks(session: nox.Session) -> None:
-    """The quick benchmark run, so the harness cannot rot; the numbers are not judged."""
-    session.install("-e", ".[bench]")
+def _quick_benchmark(session: nox.Session) -> None:
     output = session.create_tmp() + "/RESULTS.quick.md"
     session.run("python", "-m", "benchmarks", "--quick", "--backend", "all", "--output", output)
+
+
+@nox.session(python="3.12")
+def typecheck_and_benchmarks(session: nox.Session) -> None:
+    """mypy and the quick benchmark run (so the harness cannot rot; the
+    numbers are not judged) in one virtualenv, at the same time: mypy needs
+    the bench extra anyway, a second install costs about a minute of CI, and
+    mypy keeps one core busy while the benchmark mostly waits on databases."""
+    install(session, "-e", ".[dev,bench]")
+    assert session.bin is not None
+    # mypy in the background, its output kept for after the benchmark's.
+    with tempfile.TemporaryFile(mode="w+") as mypy_output:
+        mypy = subprocess.Popen(
+            [os.path.join(session.bin, MYPY[0]), *MYPY[1:]],
+            stdout=mypy_output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            _quick_benchmark(session)
+        finally:
+            returncode = mypy.wait()
+            mypy_output.seek(0)
+            session.log(" ".join(MYPY))
+            print(mypy_output.read(), end="", flush=True)
+    if returncode:
+        session.error(f"mypy failed (exit code {returncode})")
+
+
+@nox.session(python="3.12", default=False)
+def typecheck(session: nox.Session) -> None:
+    """mypy alone (``make test`` runs it in typecheck_and_benchmarks)."""
+    install(session, "-e", ".[dev,bench]")
+    session.run(*MYPY)
+
+
+@nox.session(python="3.12", default=False)
+def benchmarks(session: nox.Session) -> None:
+    """The quick benchmark run alone (``make test`` runs it in typecheck_and_benchmarks)."""
+    install(session, "-e", ".[bench]")
+    _quick_benchmark(session)
 
 
 @nox.session(python="3.12", default=False)

@@ -142,7 +142,7 @@ def test_threads_appending_at_once(sessions: int) -> None:
     assert_nothing_lost(session_ids, processes=WRITERS, kind="threads")
 
 
-NEW_SESSIONS = scaled(ci=40, long=400)
+NEW_SESSIONS = scaled(ci=40, long=400, smoke=15)
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,7 @@ def operations(schema: Any) -> list[Any]:
 
 
 FUZZ_SETTINGS = settings(
-    max_examples=scaled(ci=40, long=500),
+    max_examples=scaled(ci=40, long=500, smoke=15),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     database=None,

@@ -200,7 +200,7 @@ class LifecycleStoresAgree(StoresAgree):
 
 LIFECYCLE_SETTINGS = settings(
     MACHINE_SETTINGS,
-    max_examples=scaled(ci=15, long=200),
+    max_examples=scaled(ci=15, long=200, smoke=5),
     stateful_step_count=scaled(ci=50, long=100),
 )
 
