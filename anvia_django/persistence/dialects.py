@@ -126,15 +126,30 @@ class Dialect:
         self, using: str, append: AppendRequest
     ) -> LockedConversation | None:
         """Do the whole append (create or lock, scope check, retry check,
-        reserve, insert) in one statement, where the database can and where
-        that statement can decide alone; ``None`` means it wrote nothing and
-        the caller must take the row lock and append in steps.
+        reserve, insert) in :meth:`one_statement_append`'s statement, where
+        the dialect has one; ``None`` means nothing was written and the
+        caller must take the row lock and append in steps.
         """
-        return None
+        statement = self.one_statement_append(using, append)
+        if statement is None:
+            return None
+        connection = connections[using]
+        # Inside the caller's transaction a savepoint, so that a missing
+        # function leaves it usable; in autocommit the call is a transaction.
+        block = transaction.atomic(using=using) if connection.in_atomic_block else nullcontext()
+        try:
+            with block, connection.cursor() as cursor:
+                cursor.execute(statement.sql, statement.params)
+                row = cursor.fetchone()
+        except ProgrammingError as error:
+            if not statement.failed_for_want_of_the_function(error.__cause__):
+                raise
+            return None
+        return statement.outcome(row)
 
     def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
-        """The statement :meth:`append_in_one_statement` runs, for another
-        connection to ``using`` to run instead; ``None`` where there is none."""
+        """The append as one statement, for any connection to ``using`` to
+        run (Django's, or the event loop's); ``None`` where there is none."""
         return None
 
     def insert_messages(
@@ -301,26 +316,6 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     steps, which raise the scope error or recognise the retry. Without the
     function (migrations not applied yet) the caller appends in steps.
     """
-
-    def append_in_one_statement(
-        self, using: str, append: AppendRequest
-    ) -> LockedConversation | None:
-        statement = self.one_statement_append(using, append)
-        if statement is None:
-            return None
-        connection = connections[using]
-        # Inside the caller's transaction a savepoint, so that a missing
-        # function leaves it usable; in autocommit the call is a transaction.
-        block = transaction.atomic(using=using) if connection.in_atomic_block else nullcontext()
-        try:
-            with block, connection.cursor() as cursor:
-                cursor.execute(statement.sql, statement.params)
-                row = cursor.fetchone()
-        except ProgrammingError as error:
-            if not statement.failed_for_want_of_the_function(error.__cause__):
-                raise
-            return None
-        return statement.outcome(row)
 
     def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
         if using in _without_append_function:
