@@ -32,16 +32,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import threading
 import time
-import weakref
 from typing import Any
 
 from django.db import connections
 
 from .conf import app_settings
 from .core.memory.types import MemoryAppendInput
-from .db_threads import has_outer_sync_thread, run_in_db_thread
+from .db_threads import run_in_db_thread
+from .event_loops import PerEventLoop, appends_may_run_here
 from .persistence.databases import write_alias
 from .persistence.dialects import dialect_for, has_async_driver
 from .persistence.notify import send_committed
@@ -64,7 +63,7 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
         import psycopg
 
         try:
-            row = await _connections_for(alias).fetch_one(statement.sql, statement.params)
+            row = await loop_connections.get(alias).fetch_one(statement.sql, statement.params)
         except psycopg.Error as error:
             # The steps run it again through Django. Had the statement
             # committed before its answer was lost, that is a retried
@@ -80,11 +79,7 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
 
 
 def _applies(alias: str) -> bool:
-    if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
-        return False
-    if has_outer_sync_thread():
-        return False  # the caller's thread and connection: db_threads keeps them
-    return has_async_driver(connections[alias])
+    return appends_may_run_here() and has_async_driver(connections[alias])
 
 
 class LoopConnections:
@@ -180,49 +175,8 @@ class LoopConnections:
         self._idle.clear()
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, LoopConnections]] = (
-    weakref.WeakKeyDictionary()
-)
-_lock = threading.Lock()
+def _open_connections(alias: str) -> LoopConnections:
+    return LoopConnections(alias, app_settings.STORE_THREADS or 1)
 
 
-def _connections_for(alias: str) -> LoopConnections:
-    loop = asyncio.get_running_loop()
-    pools = _by_loop.get(loop)
-    if pools is None:
-        with _lock:
-            for other, theirs in list(_by_loop.items()):
-                if other.is_closed():
-                    _close_pools(theirs)
-                    del _by_loop[other]
-            pools = _by_loop[loop] = {}
-        weakref.finalize(loop, _close_pools, pools)
-    pool = pools.get(alias)
-    if pool is None:
-        pool = pools[alias] = LoopConnections(alias, app_settings.STORE_THREADS or 1)
-    return pool
-
-
-def _close_pools(pools: dict[str, LoopConnections]) -> None:
-    for pool in pools.values():
-        pool.close_all()
-
-
-def close_event_loop_connections() -> None:
-    """Close the async connections of every event loop (see close_db_threads)."""
-    with _lock:
-        every = list(_by_loop.values())
-        _by_loop.clear()
-    for pools in every:
-        _close_pools(pools)
-
-
-def _forget_after_fork() -> None:
-    # The child shares the parent's sockets: never close them from here.
-    global _lock
-    _by_loop.clear()
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
+loop_connections = PerEventLoop(_open_connections, LoopConnections.close_all)

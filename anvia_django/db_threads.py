@@ -206,7 +206,7 @@ def close_db_threads(timeout: float | None = 30) -> None:
     for pool in pools:
         pool.close(timeout)
     # Imported here: that module builds on this one.
-    from .async_postgres import close_event_loop_connections
+    from .event_loops import close_event_loop_connections
 
     close_event_loop_connections()
 

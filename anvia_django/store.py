@@ -4,13 +4,13 @@ The async methods wrap the synchronous functions in
 :mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
 each in one hop to a sync thread: the caller's own one inside a request or
 ``async_to_sync``, else one of the store's database threads
-(:mod:`anvia_django.db_threads`). There, an append to PostgreSQL runs in
-the event loop instead (:mod:`anvia_django.async_postgres`).
+(:mod:`anvia_django.db_threads`). There, an append to PostgreSQL or SQLite
+runs in the event loop instead (:mod:`anvia_django.event_loops`).
 """
 
 from __future__ import annotations
 
-from .async_postgres import append_on_event_loop
+from . import async_postgres, async_sqlite
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.runs import MemoryRunInput
@@ -38,6 +38,8 @@ from .persistence import (
     rewind_conversation,
     write_summary,
 )
+
+_EVENT_LOOP_APPENDS = (async_postgres.append_on_event_loop, async_sqlite.append_on_event_loop)
 
 
 class DjangoMemoryInspector:
@@ -83,8 +85,10 @@ class DjangoMemoryStore:
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        if not await append_on_event_loop(input, using=self.using):
-            await run_in_db_thread(append_messages, input, using=self.using)
+        for append_here in _EVENT_LOOP_APPENDS:
+            if await append_here(input, using=self.using):
+                return
+        await run_in_db_thread(append_messages, input, using=self.using)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
 
+from anvia_django import signals
 from anvia_django.db_threads import close_db_threads
 
 
@@ -28,3 +30,16 @@ def _store_threads_closed_after_each_test() -> Iterator[None]:
     the next test must start without them, as a new process would."""
     yield
     close_db_threads()
+
+
+@pytest.fixture
+def appended() -> Iterator[list[dict[str, Any]]]:
+    """The arguments of every ``messages_appended`` sent during the test."""
+    calls: list[dict[str, Any]] = []
+
+    def record(sender: type, **kwargs: Any) -> None:
+        calls.append(kwargs)
+
+    signals.messages_appended.connect(record)
+    yield calls
+    signals.messages_appended.disconnect(record)

@@ -26,6 +26,15 @@ def run(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     return async_to_sync(fn)(*args, **kwargs)
 
 
+def stored(session_id: str) -> list[tuple[int, str, int, Any]]:
+    """The session's messages as (position, run id, turn, message), in order."""
+    return list(
+        MemoryMessage.objects.filter(conversation__session_id=session_id)
+        .order_by("position")
+        .values_list("position", "run_id", "turn", "message")
+    )
+
+
 def append_input(
     session_id: str,
     messages: list[Message],

@@ -10,48 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import connections, transaction
 from django.db.backends.postgresql.psycopg_any import IsolationLevel
 
-from anvia_django import async_postgres, db_threads, signals
+from anvia_django import async_postgres, db_threads
 from anvia_django.core.memory.errors import ConversationScopeError
 from anvia_django.db_threads import close_db_threads
-from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.models import Conversation
 from anvia_django.persistence import dialects
 from anvia_django.store import DjangoMemoryStore
 
-from .helpers import append_input, user
+from .helpers import append_input, stored, user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def appended() -> Iterator[list[dict[str, Any]]]:
-    calls: list[dict[str, Any]] = []
-
-    def record(sender: type, **kwargs: Any) -> None:
-        calls.append(kwargs)
-
-    signals.messages_appended.connect(record)
-    yield calls
-    signals.messages_appended.disconnect(record)
-
-
-def stored(session_id: str) -> list[tuple[int, str, int, Any]]:
-    return list(
-        MemoryMessage.objects.filter(conversation__session_id=session_id)
-        .order_by("position")
-        .values_list("position", "run_id", "turn", "message")
-    )
-
-
 def loop_connections() -> list[Any]:
     return [
-        c for pools in async_postgres._by_loop.values() for p in pools.values() for c in p.opened
+        c for pool in async_postgres.loop_connections.all() for c in pool.opened
     ]
 
 

@@ -35,6 +35,8 @@ from anvia_django.core.memory.types import JsonObject
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage, new_ref
 
+from .scope import check_scope
+
 logger = logging.getLogger(__name__)
 
 
@@ -49,6 +51,11 @@ class LockedConversation:
     """The conversation's new ``updated_at``: never earlier than the one before,
     so the messages written under this lock are stamped in position order even
     when this writer read the clock before another's commit."""
+
+    def could_hold(self, count: int) -> bool:
+        """Whether ``count`` messages appended now could be stored already (a
+        retry): not in a new conversation, nor in one shorter than that."""
+        return self.first_position >= count
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +232,18 @@ class _HandWrittenInsert(Dialect):
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
     ) -> bool:
         with connections[using].cursor() as cursor:
-            if unless_retry_of is not None:
-                cursor.execute(_tail_sql(using), _tail_params(rows, unless_retry_of))
-                if _stored_tail(cursor) == _as_stored(using, unless_retry_of):
-                    return False
-            for sql, params in self._inserts(using, rows):
-                cursor.execute(sql, params)
+            return self.insert_on(cursor, using, rows, unless_retry_of=unless_retry_of)
+
+    def insert_on(
+        self, cursor: Any, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
+    ) -> bool:
+        """:meth:`insert_messages` on ``cursor``, of Django's connection or another."""
+        if unless_retry_of is not None:
+            cursor.execute(_tail_sql(using), _tail_params(rows, unless_retry_of))
+            if _stored_tail(cursor) == _as_stored(using, unless_retry_of):
+                return False
+        for sql, params in self._inserts(using, rows):
+            cursor.execute(sql, params)
         return True
 
     def _inserts(self, using: str, rows: NewMessages) -> list[tuple[str, list[Any]]]:
@@ -376,6 +389,37 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
 class SQLiteDialect(_OnConflictUpsert, _HandWrittenInsert):
     """One writer at a time (``transaction_mode = "IMMEDIATE"``): the upsert
     runs under the database's write lock."""
+
+    def append_under_write_lock(
+        self, cursor: Any, using: str, append: AppendRequest
+    ) -> LockedConversation | None:
+        """The append's steps on ``cursor``, of a connection in a transaction
+        that holds the write lock (the event loop's own, see
+        :mod:`anvia_django.async_sqlite`): create or reserve, check the scope
+        (raising :class:`ConversationScopeError`), check for a retry, insert.
+
+        ``None``: a retry, nothing to write; the caller must roll back.
+        """
+        count = len(append.encoded)
+        params = _conversation_params(
+            using, append.session_id, append.user_id, append.metadata, append.now, count
+        )
+        cursor.execute(_on_conflict_sql(using), params)
+        conversation = _locked(using, cursor.fetchone(), count)
+        check_scope(conversation.user_id, append.user_id)
+        rows = NewMessages(
+            conversation.id,
+            conversation.first_position,
+            append.run_id,
+            append.turn,
+            append.roles,
+            append.encoded,
+            conversation.updated_at,
+        )
+        retry_of = append.encoded if conversation.could_hold(count) else None
+        if not self.insert_on(cursor, using, rows, unless_retry_of=retry_of):
+            return None
+        return conversation
 
 
 class MySQLDialect(_HandWrittenInsert):

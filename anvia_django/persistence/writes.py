@@ -125,9 +125,6 @@ def _append_under_lock(
     """
     count = len(append.encoded)
     conversation = _lock(alias, context, append.now, reserve=count)
-    # A new conversation (or one shorter than this append) holds no
-    # earlier copy of these messages, so the retry check is skipped.
-    could_be_retry = conversation.first_position >= count
     written = insert_messages(
         alias,
         conversation_id=conversation.id,
@@ -137,7 +134,7 @@ def _append_under_lock(
         roles=append.roles,
         encoded=append.encoded,
         now=conversation.updated_at,
-        unless_retry_of=append.encoded if could_be_retry else None,
+        unless_retry_of=append.encoded if conversation.could_hold(count) else None,
     )
     if not written:
         raise _AlreadyStored

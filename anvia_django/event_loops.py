@@ -1,0 +1,113 @@
+"""Appends in the event loop: when they may run there, and the connections kept per loop.
+
+Where :mod:`anvia_django.db_threads` would send a store call to one of the
+store's own threads (async code with no request or ``async_to_sync`` caller
+around it), the call already runs on connections of the store's own, so
+nothing a caller holds is lost by leaving Django's connection objects too.
+There an append runs in the event loop itself, on connections the store
+keeps per event loop and alias: :mod:`anvia_django.async_postgres` (psycopg
+3's async connections) and :mod:`anvia_django.async_sqlite`. The two thread
+hops cost more than an append's own statements. What those modules cannot
+do there goes to the store's threads as before.
+
+``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False`` keeps appends on the threads
+too, e.g. for instrumentation that wraps Django's cursors: statements run
+in the event loop do not go through them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from .conf import app_settings
+from .db_threads import has_outer_sync_thread
+
+T = TypeVar("T")
+
+
+def appends_may_run_here() -> bool:
+    """Whether an append called now may run in the event loop: the setting
+    allows it and the store would otherwise use its own threads."""
+    if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
+        return False
+    return not has_outer_sync_thread()  # else the caller's thread and connection
+
+
+class PerEventLoop(Generic[T]):
+    """One ``T`` per running event loop and database alias.
+
+    Each is closed with ``close``: when its loop is collected, when a later
+    loop opens its own after that loop closed, or by :func:`close_all`
+    (``close_db_threads``). A forked child forgets the parent's without
+    closing them: their sockets and files are the parent's.
+    """
+
+    def __init__(self, open: Callable[[str], T], close: Callable[[T], None]) -> None:
+        self._open = open
+        self._close = close
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, T]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        _every.append(self)
+
+    def get(self, alias: str) -> T:
+        """The running loop's ``T`` for ``alias``, opened on first use."""
+        loop = asyncio.get_running_loop()
+        held = self._by_loop.get(loop)
+        if held is None:
+            with self._lock:
+                for other, theirs in list(self._by_loop.items()):
+                    if other.is_closed():
+                        self._close_each(theirs)
+                        del self._by_loop[other]
+                held = self._by_loop[loop] = {}
+            weakref.finalize(loop, self._close_each, held)
+        found = held.get(alias)
+        if found is None:
+            found = held[alias] = self._open(alias)
+        return found
+
+    def all(self) -> list[T]:
+        """Every loop's, for tests and for closing."""
+        with self._lock:
+            return [item for held in self._by_loop.values() for item in held.values()]
+
+    def close_all(self) -> None:
+        with self._lock:
+            every = list(self._by_loop.values())
+            self._by_loop.clear()
+        for held in every:
+            self._close_each(held)
+
+    def _close_each(self, held: dict[str, T]) -> None:
+        for item in held.values():
+            self._close(item)
+        held.clear()
+
+    def _forget(self) -> None:
+        self._by_loop = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+
+_every: list[PerEventLoop[Any]] = []
+
+
+def close_event_loop_connections() -> None:
+    """Close what every event loop holds (see ``close_db_threads``)."""
+    for registry in list(_every):
+        registry.close_all()
+
+
+def _forget_after_fork() -> None:
+    for registry in _every:
+        registry._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
