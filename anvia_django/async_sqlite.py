@@ -28,6 +28,7 @@ connection would not see it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 
@@ -53,14 +54,11 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
     append = validated_append(input)
     if append is None:
         return True
-    loop_database = loop_databases.get(alias)
-    try:
-        conversation = loop_database.append(await loop_database.connection(), append)
-    except _LeftToTheThread:
+    outcome = await loop_databases.get(alias).append(append)
+    if outcome is LEFT_TO_THE_THREAD:
         await run_in_db_thread(append_in_steps, input, append, using=alias)
-        return True
-    if conversation is not None:
-        await send_committed(messages_appended, using=alias, **appended_signal(input, conversation))
+    elif isinstance(outcome, LockedConversation):
+        await send_committed(messages_appended, using=alias, **appended_signal(input, outcome))
     return True
 
 
@@ -71,17 +69,51 @@ def _applies(alias: str) -> bool:
     return connection.vendor == "sqlite" and not connection.is_in_memory_db()  # type: ignore[attr-defined]
 
 
-class _LeftToTheThread(Exception):
-    """The append did not run here (the lock was taken, or an error); nothing was written."""
+LEFT_TO_THE_THREAD = "left to the thread"
+"""The append did not run here (the write lock was taken, or an error); nothing was written."""
+
+Outcome = LockedConversation | None | str
+"""An append's outcome: stored, ``None`` for a retry (nothing written), or
+:data:`LEFT_TO_THE_THREAD`."""
+
+MOST_APPENDS_PER_COMMIT = 32
+"""Bounds how long one group commit holds the event loop."""
 
 
 class LoopDatabase:
-    """The event loop's own ``sqlite3`` connection to one alias."""
+    """The event loop's own ``sqlite3`` connection to one alias.
+
+    Appends that tasks of the loop make at the same moment (those queued
+    before the loop runs its next callback) share one transaction, each in
+    a savepoint of its own: one commit, one sync of the journal, for many
+    appends. Every caller still hears only after the commit.
+    """
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
         self.db: sqlite3.Connection | None = None
         self._pid = os.getpid()
+        self._waiting: list[tuple[AppendRequest, asyncio.Future[Outcome]]] = []
+
+    async def append(self, append: AppendRequest) -> Outcome:
+        """Queue ``append`` for the next group commit and wait for its outcome.
+
+        Raises the error of that append alone (the scope error, say). A
+        cancelled caller resumes only after the commit, so that its next
+        call cannot overtake this one.
+        """
+        await self.connection()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Outcome] = loop.create_future()
+        self._waiting.append((append, future))
+        if len(self._waiting) == 1:
+            loop.call_soon(self._commit_waiting)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await future
+            raise
 
     async def connection(self) -> sqlite3.Connection:
         if self.db is None:
@@ -94,29 +126,74 @@ class LoopDatabase:
                 opened.close()
         return self.db
 
-    def append(self, db: sqlite3.Connection, append: AppendRequest) -> LockedConversation | None:
-        """The whole append in one transaction; ``None``: a retry, nothing written.
+    def _commit_waiting(self) -> None:
+        group = self._waiting[:MOST_APPENDS_PER_COMMIT]
+        del self._waiting[:MOST_APPENDS_PER_COMMIT]
+        if self._waiting:
+            asyncio.get_running_loop().call_soon(self._commit_waiting)
+        appends = [append for append, _ in group]
+        outcomes: list[Outcome | BaseException]
+        try:
+            if self.db is None:  # closed meanwhile (close_db_threads)
+                outcomes = [LEFT_TO_THE_THREAD] * len(appends)
+            else:
+                outcomes = self._run_in_one_transaction(self.db, appends)
+        except BaseException as error:
+            # Every caller must hear, whatever happened (a KeyboardInterrupt
+            # in this callback also stops the loop).
+            outcomes = [error] * len(appends)
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            for (_, future), outcome in zip(group, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
 
-        Raises :class:`_LeftToTheThread` when it wrote nothing for the thread to do it.
-        """
-        cursor = db.cursor(factory=SQLiteCursorWrapper)
+    def _run_in_one_transaction(
+        self, db: sqlite3.Connection, appends: list[AppendRequest]
+    ) -> list[Outcome | BaseException]:
         try:
+            cursor = db.cursor(factory=SQLiteCursorWrapper)
             cursor.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise _LeftToTheThread from error
+        except sqlite3.Error:
+            return [LEFT_TO_THE_THREAD] * len(appends)
+        dialect = SQLiteDialect()
+        # A savepoint each, so that one append's error or retry rolls back
+        # that append alone; one append alone needs none.
+        savepoints = len(appends) > 1
+        outcomes: list[Outcome | BaseException] = []
         try:
-            conversation = SQLiteDialect().append_under_write_lock(cursor, self.alias, append)
-            if conversation is not None:
-                cursor.execute("COMMIT")
-                return conversation
-        except sqlite3.Error as error:
+            for append in appends:
+                if savepoints:
+                    cursor.execute("SAVEPOINT anvia_append")
+                try:
+                    outcome = dialect.append_under_write_lock(cursor, self.alias, append)
+                except sqlite3.Error:
+                    raise
+                except Exception as error:  # this append's own, e.g. the scope error
+                    outcomes.append(error)
+                    outcome = None
+                else:
+                    outcomes.append(outcome)
+                if savepoints:
+                    if outcome is None:
+                        cursor.execute("ROLLBACK TO anvia_append")
+                    cursor.execute("RELEASE anvia_append")
+                elif outcome is None:
+                    _roll_back(db)
+                    return outcomes
+            cursor.execute("COMMIT")
+        except sqlite3.Error:
+            # Nothing of the group is stored: the thread's steps do each
+            # append again, and report errors in Django's types.
             _roll_back(db)
-            raise _LeftToTheThread from error
+            return [LEFT_TO_THE_THREAD] * len(appends)
         except BaseException:
             _roll_back(db)
             raise
-        _roll_back(db)
-        return None
+        return outcomes
 
     def close(self) -> None:
         """Close the connection, from any thread, when its loop no longer uses

@@ -29,9 +29,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 def loop_connections() -> list[Any]:
-    return [
-        c for pool in async_postgres.loop_connections.all() for c in pool.opened
-    ]
+    return [c for pool in async_postgres.loop_connections.all() for c in pool.opened]
 
 
 def test_appends_run_in_the_event_loop_and_store_what_the_threads_would(

@@ -208,3 +208,70 @@ def test_loop_appends_and_another_connections_appends_interleave_whole_and_gap_f
             assert kept.get(number, []) == expected, f"task {number} in {session_id}"
         expected = [i for i in range(appends * 2) if (i + thread_writer) % len(sessions) == slot]
         assert kept.get(thread_writer, []) == expected
+
+
+def test_appends_made_at_once_share_one_commit_and_each_keeps_its_own_outcome(
+    appended: list[dict[str, Any]],
+) -> None:
+    store = DjangoMemoryStore()
+    statements: list[str] = []
+
+    async def main() -> list[Any]:
+        await store.append(append_input("shared", [user("first")], user_id="alice"))
+        (db,) = loop_databases()
+        db.set_trace_callback(statements.append)
+        retried = append_input("shared", [user("twice")], run_id="run-2", user_id="alice")
+        calls = [
+            store.append(append_input(f"group-{n}", [user(str(n)), user("x")])) for n in range(6)
+        ]
+        calls += [
+            store.append(retried),
+            store.append(append_input("shared", [user("no")], run_id="run-3", user_id="eve")),
+            store.append(retried),
+            store.append(append_input("shared", [user("last")], run_id="run-4", user_id="alice")),
+        ]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    outcomes = asyncio.run(main())
+    assert [type(o) for o in outcomes] == [type(None)] * 7 + [ConversationScopeError] + [
+        type(None)
+    ] * 2
+    assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
+    assert db_threads._pools == {}
+    for n in range(6):
+        assert stored(f"group-{n}") == [(0, "run-1", 1, user(str(n))), (1, "run-1", 1, user("x"))]
+    assert stored("shared") == [
+        (0, "run-1", 1, user("first")),
+        (1, "run-2", 1, user("twice")),
+        (2, "run-4", 1, user("last")),
+    ]
+    assert Conversation.objects.get(session_id="shared").message_count == 3
+    assert len(appended) == 1 + 6 + 2  # not the refused append, not the retry
+
+
+def test_an_error_in_a_group_sends_the_whole_group_to_the_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    insert_on = SQLiteDialect.insert_on
+    loop_thread = threading.current_thread()
+
+    def fail_for_one(
+        self: SQLiteDialect, cursor: Any, using: str, rows: Any, **kwargs: Any
+    ) -> bool:
+        if threading.current_thread() is loop_thread and '"2"' in rows.encoded[0]:
+            raise sqlite3.OperationalError("disk I/O error")
+        return insert_on(self, cursor, using, rows, **kwargs)
+
+    store = DjangoMemoryStore()
+
+    async def main() -> None:
+        await store.append(append_input("group", [user("first")]))
+        monkeypatch.setattr(SQLiteDialect, "insert_on", fail_for_one)
+        await asyncio.gather(
+            *(store.append(append_input("group", [user(str(n))], turn=n)) for n in range(1, 5))
+        )
+
+    asyncio.run(main())
+    assert db_threads._pools != {}
+    assert [row[3] for row in stored("group")] == [user(n) for n in ("first", "1", "2", "3", "4")]
+    assert Conversation.objects.get(session_id="group").message_count == 5
