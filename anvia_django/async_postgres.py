@@ -36,27 +36,29 @@ import time
 from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .conf import app_settings
 from .core.memory.types import MemoryAppendInput
 from .db_threads import run_in_db_thread
-from .event_loops import PerEventLoop, appends_may_run_here
-from .persistence.databases import write_alias
+from .event_loops import PerEventLoop
 from .persistence.dialects import dialect_for, has_async_driver
 from .persistence.notify import send_committed
 from .persistence.writes import append_in_steps, appended_signal, validated_append
 from .signals import messages_appended
 
 
-async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -> bool:
-    """Do ``store.append(input)`` here if this path applies; ``False`` if it
-    does not, and the caller must send the whole append to a store thread."""
-    alias = write_alias(using)
-    if not _applies(alias):
-        return False
+def applies(connection: BaseDatabaseWrapper) -> bool:
+    """Whether appends to ``connection``'s database may run here (psycopg 3)."""
+    return has_async_driver(connection)
+
+
+async def append_on_event_loop(input: MemoryAppendInput, alias: str) -> None:
+    """``store.append(input)`` to ``alias``, where :func:`applies` and
+    :func:`~anvia_django.event_loops.appends_may_run_here` say it may run."""
     append = validated_append(input)
     if append is None:
-        return True
+        return
     statement = dialect_for(alias).one_statement_append(alias, append)
     conversation = None
     if statement is not None:
@@ -73,13 +75,8 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
             conversation = statement.outcome(row)
     if conversation is None:
         await run_in_db_thread(append_in_steps, input, append, using=alias)
-        return True
+        return
     await send_committed(messages_appended, using=alias, **appended_signal(input, conversation))
-    return True
-
-
-def _applies(alias: str) -> bool:
-    return appends_may_run_here() and has_async_driver(connections[alias])
 
 
 class LoopConnections:

@@ -31,42 +31,37 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+from functools import lru_cache
 
 from django.db import connections
-from django.db.backends.sqlite3.base import SQLiteCursorWrapper
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX, SQLiteCursorWrapper
 
 from .core.memory.types import MemoryAppendInput
 from .db_threads import run_in_db_thread
-from .event_loops import PerEventLoop, appends_may_run_here
-from .persistence.databases import write_alias
+from .event_loops import PerEventLoop
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
 from .persistence.writes import append_in_steps, appended_signal, validated_append
 from .signals import messages_appended
 
 
-async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -> bool:
-    """Do ``store.append(input)`` here if this path applies; ``False`` if it
-    does not, and the caller must send the whole append to a store thread."""
-    alias = write_alias(using)
-    if not _applies(alias):
-        return False
+def applies(connection: BaseDatabaseWrapper) -> bool:
+    """Whether appends to ``connection``'s database may run here: SQLite, on disk."""
+    return connection.vendor == "sqlite" and not connection.is_in_memory_db()  # type: ignore[attr-defined]
+
+
+async def append_on_event_loop(input: MemoryAppendInput, alias: str) -> None:
+    """``store.append(input)`` to ``alias``, where :func:`applies` and
+    :func:`~anvia_django.event_loops.appends_may_run_here` say it may run."""
     append = validated_append(input)
     if append is None:
-        return True
+        return
     outcome = await loop_databases.get(alias).append(append)
     if outcome is LEFT_TO_THE_THREAD:
         await run_in_db_thread(append_in_steps, input, append, using=alias)
     elif isinstance(outcome, LockedConversation):
         await send_committed(messages_appended, using=alias, **appended_signal(input, outcome))
-    return True
-
-
-def _applies(alias: str) -> bool:
-    if not appends_may_run_here():
-        return False
-    connection = connections[alias]
-    return connection.vendor == "sqlite" and not connection.is_in_memory_db()  # type: ignore[attr-defined]
 
 
 LEFT_TO_THE_THREAD = "left to the thread"
@@ -155,7 +150,7 @@ class LoopDatabase:
         self, db: sqlite3.Connection, appends: list[AppendRequest]
     ) -> list[Outcome | BaseException]:
         try:
-            cursor = db.cursor(factory=SQLiteCursorWrapper)
+            cursor = db.cursor(factory=_StatementCursor)
             cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error:
             return [LEFT_TO_THE_THREAD] * len(appends)
@@ -201,6 +196,21 @@ class LoopDatabase:
         if self.db is not None and os.getpid() == self._pid:
             self.db.close()
         self.db = None
+
+
+class _StatementCursor(SQLiteCursorWrapper):
+    """Django's SQLite cursor, converting each of the append's few statements
+    to ``?`` placeholders once instead of on every call."""
+
+    def convert_query(self, query: str, *, param_names: list[str] | None = None) -> str:
+        if param_names is None:
+            return _qmark(query)
+        return str(super().convert_query(query, param_names=param_names))
+
+
+@lru_cache(maxsize=128)
+def _qmark(query: str) -> str:
+    return str(FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%"))
 
 
 def _open(alias: str) -> sqlite3.Connection:

@@ -43,9 +43,9 @@ DEFAULTS: dict[str, Any] = {
     # async code with no request or async_to_sync caller around it; None sends
     # them all to asgiref's one shared thread. See anvia_django/db_threads.py.
     "STORE_THREADS": 8,
-    # On PostgreSQL (psycopg 3), run those calls' appends in the event loop on
-    # async connections of the store's own instead of on its threads; False
-    # keeps them on the threads. See anvia_django/async_postgres.py.
+    # On PostgreSQL (psycopg 3) and SQLite, run those calls' appends in the
+    # event loop on connections of the store's own instead of on its threads;
+    # False keeps them on the threads. See anvia_django/event_loops.py.
     "EVENT_LOOP_APPENDS": True,
 }
 

@@ -10,6 +10,10 @@ runs in the event loop instead (:mod:`anvia_django.event_loops`).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+from django.db import connections
+
 from . import async_postgres, async_sqlite
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
@@ -24,6 +28,7 @@ from .core.memory.types import (
     Message,
 )
 from .db_threads import run_in_db_thread
+from .event_loops import appends_may_run_here
 from .persistence import (
     append_messages,
     clear_conversation,
@@ -38,8 +43,20 @@ from .persistence import (
     rewind_conversation,
     write_summary,
 )
+from .persistence.databases import write_alias
 
-_EVENT_LOOP_APPENDS = (async_postgres.append_on_event_loop, async_sqlite.append_on_event_loop)
+
+def _event_loop_append(alias: str) -> Callable[[MemoryAppendInput, str], Awaitable[None]] | None:
+    """How an append to ``alias`` runs in the event loop, if it may (see
+    :mod:`anvia_django.event_loops`); ``None``: on a store thread."""
+    if not appends_may_run_here():
+        return None
+    connection = connections[alias]
+    if async_postgres.applies(connection):
+        return async_postgres.append_on_event_loop
+    if async_sqlite.applies(connection):
+        return async_sqlite.append_on_event_loop
+    return None
 
 
 class DjangoMemoryInspector:
@@ -85,10 +102,12 @@ class DjangoMemoryStore:
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        for append_here in _EVENT_LOOP_APPENDS:
-            if await append_here(input, using=self.using):
-                return
-        await run_in_db_thread(append_messages, input, using=self.using)
+        alias = write_alias(self.using)
+        in_the_loop = _event_loop_append(alias)
+        if in_the_loop is None:
+            await run_in_db_thread(append_messages, input, using=alias)
+        else:
+            await in_the_loop(input, alias)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)
