@@ -1,22 +1,16 @@
 """Appends from asyncio code on psycopg's async connections, with no thread hop.
 
-Where :mod:`anvia_django.db_threads` would send a store call to one of the
-store's own threads (async code with no request or ``async_to_sync`` caller
-around it), the call already runs on connections of the store's own, so
-nothing a caller holds is lost by leaving Django's connection objects too.
-On PostgreSQL (psycopg 3) an append is normally one statement, a call of
-the append function (see
+Where :mod:`anvia_django.event_loops` lets an append run in the event loop,
+on PostgreSQL (psycopg 3) it is normally one statement, a call of the
+append function (see
 :class:`~anvia_django.persistence.dialects.PostgreSQLDialect`): that
-statement then runs right in the event loop, on async connections the store
-opens per event loop from the alias's own settings. Two thread hops were
-most of what an append cost beyond the statement itself.
+statement runs right in the event loop, on async connections the store
+opens per event loop from the alias's own settings.
 
 What the function leaves to the steps (a retry, another user's session, a
 database without the function) and any database error goes to the store's
 threads as before, to the append in steps and Django's error types. What is
-not an append always goes there. ``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False``
-keeps appends on the threads too, e.g. for instrumentation that wraps
-Django's cursors.
+not an append always goes there.
 
 Connections: at most ``STORE_THREADS`` per alias and event loop, opened on
 demand with the alias's ``OPTIONS`` (``prepare_threshold`` as Django would
