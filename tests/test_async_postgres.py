@@ -17,7 +17,6 @@ from django.db import connections, transaction
 from django.db.backends.postgresql.psycopg_any import IsolationLevel
 
 from anvia_django import async_postgres, db_threads
-from anvia_django.core.memory.errors import ConversationScopeError
 from anvia_django.db_threads import close_db_threads
 from anvia_django.models import Conversation
 from anvia_django.persistence import dialects
@@ -30,59 +29,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 def loop_connections() -> list[Any]:
     return [c for pool in async_postgres.loop_connections.all() for c in pool.opened]
-
-
-def test_appends_run_in_the_event_loop_and_store_what_the_threads_would(
-    appended: list[dict[str, Any]],
-) -> None:
-    store = DjangoMemoryStore()
-
-    async def main() -> None:
-        await store.append(append_input("loop", [user("a"), user("b")], user_id="u1"))
-        await store.append(append_input("loop", [user("c")], run_id="run-2", user_id="u1"))
-
-    asyncio.run(main())
-    assert db_threads._pools == {}  # no store thread was needed
-    assert stored("loop") == [
-        (0, "run-1", 1, user("a")),
-        (1, "run-1", 1, user("b")),
-        (2, "run-2", 1, user("c")),
-    ]
-    conversation = Conversation.objects.get(session_id="loop")
-    assert (conversation.message_count, conversation.user_id) == (3, "u1")
-    assert [(c["first_position"], c["ref"], c["messages"]) for c in appended] == [
-        (0, conversation.ref, [user("a"), user("b")]),
-        (2, conversation.ref, [user("c")]),
-    ]
-
-
-def test_a_retried_append_is_stored_once_and_announced_once(
-    appended: list[dict[str, Any]],
-) -> None:
-    store = DjangoMemoryStore()
-    append = append_input("retry", [user("once")])
-
-    async def main() -> None:
-        await store.append(append)
-        await store.append(append)
-
-    asyncio.run(main())
-    assert stored("retry") == [(0, "run-1", 1, user("once"))]
-    assert Conversation.objects.get(session_id="retry").message_count == 1
-    assert len(appended) == 1
-
-
-def test_another_users_session_is_refused_and_left_as_it_was() -> None:
-    store = DjangoMemoryStore()
-
-    async def main() -> None:
-        await store.append(append_input("owned", [user("mine")], user_id="alice"))
-        with pytest.raises(ConversationScopeError):
-            await store.append(append_input("owned", [user("theirs")], user_id="mallory"))
-
-    asyncio.run(main())
-    assert stored("owned") == [(0, "run-1", 1, user("mine"))]
-    assert Conversation.objects.get(session_id="owned").message_count == 1
 
 
 def terminate(pid: int) -> None:
@@ -178,14 +124,6 @@ def test_connections_follow_the_alias_settings_and_close_with_their_loop(setting
         close_db_threads()
         del connections.settings[alias]
     assert Conversation.objects.get(session_id="options").message_count == 3
-
-
-def test_turned_off_appends_go_to_the_store_threads(settings: Any) -> None:
-    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
-    asyncio.run(DjangoMemoryStore().append(append_input("threads", [user("hi")])))
-    assert db_threads._pools != {}
-    assert loop_connections() == []
-    assert stored("threads") == [(0, "run-1", 1, user("hi"))]
 
 
 @pytest.mark.parametrize("sessions", [1, 5])

@@ -33,49 +33,6 @@ def loop_databases() -> list[sqlite3.Connection]:
     return [held.db for held in async_sqlite.loop_databases.all() if held.db is not None]
 
 
-def test_appends_run_in_the_event_loop_and_store_what_the_thread_would(
-    appended: list[dict[str, Any]],
-) -> None:
-    store = DjangoMemoryStore()
-
-    async def main() -> None:
-        await store.append(append_input("loop", [user("a"), user("b")], user_id="u1"))
-        await store.append(append_input("loop", [user("c")], run_id="run-2", user_id="u1"))
-
-    asyncio.run(main())
-    assert db_threads._pools == {}  # the store's thread was not needed
-    assert stored("loop") == [
-        (0, "run-1", 1, user("a")),
-        (1, "run-1", 1, user("b")),
-        (2, "run-2", 1, user("c")),
-    ]
-    conversation = Conversation.objects.get(session_id="loop")
-    assert (conversation.message_count, conversation.user_id) == (3, "u1")
-    assert [(c["first_position"], c["ref"], c["messages"]) for c in appended] == [
-        (0, conversation.ref, [user("a"), user("b")]),
-        (2, conversation.ref, [user("c")]),
-    ]
-
-
-def test_a_retry_is_stored_once_and_not_announced_and_another_user_is_refused(
-    appended: list[dict[str, Any]],
-) -> None:
-    store = DjangoMemoryStore()
-    append = append_input("owned", [user("once")], user_id="alice")
-
-    async def main() -> None:
-        await store.append(append)
-        await store.append(append)
-        with pytest.raises(ConversationScopeError):
-            await store.append(append_input("owned", [user("theirs")], user_id="mallory"))
-
-    asyncio.run(main())
-    assert db_threads._pools == {}
-    assert stored("owned") == [(0, "run-1", 1, user("once"))]
-    assert Conversation.objects.get(session_id="owned").message_count == 1
-    assert len(appended) == 1
-
-
 def test_a_held_write_lock_sends_the_append_to_the_thread_which_waits_for_it() -> None:
     locked, release = threading.Event(), threading.Event()
 
@@ -151,14 +108,6 @@ def test_connections_close_with_their_loop_and_with_close_db_threads() -> None:
     assert loop_databases() == []
     asyncio.run(append(3))
     assert Conversation.objects.get(session_id="closing").message_count == 3
-
-
-def test_turned_off_appends_go_to_the_store_thread(settings: Any) -> None:
-    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
-    asyncio.run(DjangoMemoryStore().append(append_input("threads", [user("hi")])))
-    assert db_threads._pools != {}
-    assert loop_databases() == []
-    assert stored("threads") == [(0, "run-1", 1, user("hi"))]
 
 
 def test_loop_appends_and_another_connections_appends_interleave_whole_and_gap_free() -> None:
