@@ -97,7 +97,10 @@ class LoopDatabase:
         cancelled caller resumes only after the commit, so that its next
         call cannot overtake this one.
         """
-        await self.connection()
+        try:
+            await self.connection()
+        except sqlite3.Error:
+            return LEFT_TO_THE_THREAD  # whose own connection reports it in Django's types
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._waiting.append((append, future))

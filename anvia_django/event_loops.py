@@ -42,7 +42,7 @@ class PerEventLoop(Generic[T]):
     """One ``T`` per running event loop and database alias.
 
     Each is closed with ``close``: when its loop is collected, when a later
-    loop opens its own after that loop closed, or by :func:`close_all`
+    loop opens its own after that loop closed, or by :meth:`close_all`
     (``close_db_threads``). A forked child forgets the parent's without
     closing them: their sockets and files are the parent's.
     """

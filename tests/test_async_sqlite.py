@@ -224,3 +224,15 @@ def test_an_error_in_a_group_sends_the_whole_group_to_the_thread(
     assert db_threads._pools != {}
     assert [row[3] for row in stored("group")] == [user(n) for n in ("first", "1", "2", "3", "4")]
     assert Conversation.objects.get(session_id="group").message_count == 5
+
+
+def test_a_connection_that_cannot_be_opened_leaves_appends_to_the_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def unable(alias: str) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(async_sqlite, "_open", unable)
+    asyncio.run(DjangoMemoryStore().append(append_input("unopened", [user("hi")])))
+    assert db_threads._pools != {}
+    assert stored("unopened") == [(0, "run-1", 1, user("hi"))]
