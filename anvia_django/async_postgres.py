@@ -38,12 +38,13 @@ import weakref
 from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .conf import app_settings
 from .core.memory.types import MemoryAppendInput
 from .db_threads import has_outer_sync_thread, run_in_db_thread
 from .persistence.databases import write_alias
-from .persistence.dialects import dialect_for, has_async_driver
+from .persistence.dialects import dialect_of, has_async_driver
 from .persistence.notify import send_committed
 from .persistence.writes import append_in_steps, appended_signal, validated_append
 from .signals import messages_appended
@@ -52,13 +53,14 @@ from .signals import messages_appended
 async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -> bool:
     """Do ``store.append(input)`` here if this path applies; ``False`` if it
     does not, and the caller must send the whole append to a store thread."""
-    alias = write_alias(using)
-    if not _applies(alias):
+    connection = _connection_here(write_alias(using))
+    if connection is None:
         return False
     append = validated_append(input)
     if append is None:
         return True
-    statement = dialect_for(alias).one_statement_append(alias, append)
+    alias = connection.alias
+    statement = dialect_of(connection).one_statement_append(connection, append)
     conversation = None
     if statement is not None:
         import psycopg
@@ -79,12 +81,16 @@ async def append_on_event_loop(input: MemoryAppendInput, *, using: str | None) -
     return True
 
 
-def _applies(alias: str) -> bool:
+def _connection_here(alias: str) -> BaseDatabaseWrapper | None:
+    """Django's connection to ``alias`` in this thread if this path applies,
+    else ``None``. One lookup serves the whole append: each costs microseconds
+    (asgiref's thread-local storage)."""
     if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
-        return False
+        return None
     if has_outer_sync_thread():
-        return False  # the caller's thread and connection: db_threads keeps them
-    return has_async_driver(connections[alias])
+        return None  # the caller's thread and connection: db_threads keeps them
+    connection = connections[alias]
+    return connection if has_async_driver(connection) else None
 
 
 class LoopConnections:
