@@ -140,14 +140,14 @@ def encode_json(value: Message, path: str, limits: InputLimits = DEFAULT_LIMITS)
     return encoded
 
 
+# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
     """The one JSON encoding stores write: compact UTF-8, no NaN. Retries are
     recognised by comparing this text, so every writer must use it."""
     return _ENCODER.encode(value)
-
-
-# One encoder for every call: ``json.dumps`` with options builds a new one each time.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 _Where = str | tuple["_Where", str | int]
