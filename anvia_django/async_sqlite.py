@@ -51,13 +51,15 @@ def applies(connection: BaseDatabaseWrapper) -> bool:
     return connection.vendor == "sqlite" and not connection.is_in_memory_db()  # type: ignore[attr-defined]
 
 
-async def append_on_event_loop(input: MemoryAppendInput, alias: str) -> None:
-    """``store.append(input)`` to ``alias``, where :func:`applies` and
-    :func:`~anvia_django.event_loops.appends_may_run_here` say it may run."""
+async def append_on_event_loop(input: MemoryAppendInput, connection: BaseDatabaseWrapper) -> None:
+    """``store.append(input)`` to ``connection``'s database, where :func:`applies`
+    and :func:`~anvia_django.event_loops.appends_may_run_here` say it may run.
+    ``connection`` is Django's in this thread, looked up once per append."""
     append = validated_append(input)
     if append is None:
         return
-    outcome = await loop_databases.get(alias).append(append)
+    alias = connection.alias
+    outcome = await loop_databases.get(alias).append(connection, append)
     if outcome is LEFT_TO_THE_THREAD:
         await run_in_db_thread(append_in_steps, input, append, using=alias)
     elif isinstance(outcome, LockedConversation):
@@ -75,6 +77,11 @@ MOST_APPENDS_PER_COMMIT = 32
 """Bounds how long one group commit holds the event loop."""
 
 
+_Waiting = tuple[BaseDatabaseWrapper, AppendRequest, "asyncio.Future[Outcome]"]
+"""An append queued for the next group commit: Django's connection in the
+loop's thread (for converting values), the append, its caller's future."""
+
+
 class LoopDatabase:
     """The event loop's own ``sqlite3`` connection to one alias.
 
@@ -88,9 +95,9 @@ class LoopDatabase:
         self.alias = alias
         self.db: sqlite3.Connection | None = None
         self._pid = os.getpid()
-        self._waiting: list[tuple[AppendRequest, asyncio.Future[Outcome]]] = []
+        self._waiting: list[_Waiting] = []
 
-    async def append(self, append: AppendRequest) -> Outcome:
+    async def append(self, connection: BaseDatabaseWrapper, append: AppendRequest) -> Outcome:
         """Queue ``append`` for the next group commit and wait for its outcome.
 
         Raises the error of that append alone (the scope error, say). A
@@ -103,7 +110,7 @@ class LoopDatabase:
             return LEFT_TO_THE_THREAD  # whose own connection reports it in Django's types
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
-        self._waiting.append((append, future))
+        self._waiting.append((connection, append, future))
         if len(self._waiting) == 1:
             loop.call_soon(self._commit_waiting)
         try:
@@ -129,7 +136,7 @@ class LoopDatabase:
         del self._waiting[:MOST_APPENDS_PER_COMMIT]
         if self._waiting:
             asyncio.get_running_loop().call_soon(self._commit_waiting)
-        appends = [append for append, _ in group]
+        appends = [(connection, append) for connection, append, _ in group]
         outcomes: list[Outcome | BaseException]
         try:
             if self.db is None:  # closed meanwhile (close_db_threads)
@@ -143,14 +150,14 @@ class LoopDatabase:
             if not isinstance(error, Exception):
                 raise
         finally:
-            for (_, future), outcome in zip(group, outcomes, strict=True):
+            for (_, _, future), outcome in zip(group, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     future.set_exception(outcome)
                 else:
                     future.set_result(outcome)
 
     def _run_in_one_transaction(
-        self, db: sqlite3.Connection, appends: list[AppendRequest]
+        self, db: sqlite3.Connection, appends: list[tuple[BaseDatabaseWrapper, AppendRequest]]
     ) -> list[Outcome | BaseException]:
         try:
             cursor = db.cursor(factory=_StatementCursor)
@@ -163,11 +170,11 @@ class LoopDatabase:
         savepoints = len(appends) > 1
         outcomes: list[Outcome | BaseException] = []
         try:
-            for append in appends:
+            for connection, append in appends:
                 if savepoints:
                     cursor.execute("SAVEPOINT anvia_append")
                 try:
-                    outcome = dialect.append_under_write_lock(cursor, self.alias, append)
+                    outcome = dialect.append_under_write_lock(cursor, connection, append)
                 except sqlite3.Error:
                     raise
                 except Exception as error:  # this append's own, e.g. the scope error

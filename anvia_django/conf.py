@@ -1,7 +1,9 @@
 """The ``ANVIA_DJANGO`` settings dict, read at access time.
 
 Reading on every access (instead of freezing values at import) keeps
-``override_settings`` working in tests and costs one dict lookup.
+``override_settings`` working in tests. The dict itself is kept until a
+``setting_changed`` signal names it: fetching it from Django's lazy settings
+cost more than a microsecond, several times per store call.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
 from .core.memory.validation import InputLimits
 
@@ -54,9 +57,18 @@ ID_MAX_LENGTH = 255
 
 
 class AppSettings:
+    def __init__(self) -> None:
+        self._configured: dict[str, Any] | None = None
+
     def _get(self, name: str) -> Any:
-        configured = getattr(settings, SETTINGS_NAME, None) or {}
+        configured = self._configured
+        if configured is None:
+            configured = self._configured = getattr(settings, SETTINGS_NAME, None) or {}
         return configured.get(name, DEFAULTS[name])
+
+    def reload(self) -> None:
+        """Read ``settings.ANVIA_DJANGO`` again at the next access."""
+        self._configured = None
 
     @property
     def INSPECTOR_PERMISSION_CLASSES(self) -> list[Any]:
@@ -128,3 +140,11 @@ class AppSettings:
 
 
 app_settings = AppSettings()
+
+
+def _reload_if_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTINGS_NAME:
+        app_settings.reload()
+
+
+setting_changed.connect(_reload_if_changed)

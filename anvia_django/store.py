@@ -10,8 +10,6 @@ runs in the event loop instead (:mod:`anvia_django.event_loops`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from django.db import connections
 
 from . import async_postgres, async_sqlite
@@ -44,19 +42,6 @@ from .persistence import (
     write_summary,
 )
 from .persistence.databases import write_alias
-
-
-def _event_loop_append(alias: str) -> Callable[[MemoryAppendInput, str], Awaitable[None]] | None:
-    """How an append to ``alias`` runs in the event loop, if it may (see
-    :mod:`anvia_django.event_loops`); ``None``: on a store thread."""
-    if not appends_may_run_here():
-        return None
-    connection = connections[alias]
-    if async_postgres.applies(connection):
-        return async_postgres.append_on_event_loop
-    if async_sqlite.applies(connection):
-        return async_sqlite.append_on_event_loop
-    return None
 
 
 class DjangoMemoryInspector:
@@ -103,11 +88,16 @@ class DjangoMemoryStore:
 
     async def append(self, input: MemoryAppendInput) -> None:
         alias = write_alias(self.using)
-        in_the_loop = _event_loop_append(alias)
-        if in_the_loop is None:
-            await run_in_db_thread(append_messages, input, using=alias)
-        else:
-            await in_the_loop(input, alias)
+        if appends_may_run_here():
+            # One lookup per append: each costs microseconds (asgiref's Local).
+            connection = connections[alias]
+            if async_postgres.applies(connection):
+                await async_postgres.append_on_event_loop(input, connection)
+                return
+            if async_sqlite.applies(connection):
+                await async_sqlite.append_on_event_loop(input, connection)
+                return
+        await run_in_db_thread(append_messages, input, using=alias)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

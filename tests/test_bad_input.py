@@ -114,6 +114,16 @@ CASES: list[tuple[str, Any, str]] = [
     ("metadata not an object", append_input("s", [user("x")], metadata=[1]), "metadata"),  # type: ignore[arg-type]
     ("NaN in metadata", append_input("s", [user("x")], metadata={"a": float("nan")}), "metadata"),
     (
+        "huge integer deep inside",
+        append_input("s", [{"role": "user", "a": {"b": [1, {"c": 2**70}]}}]),
+        'messages[0]["a"]["b"][1]["c"]: integer does not fit',
+    ),
+    (
+        "non-string key deep inside",
+        append_input("s", [{"role": "user", "a": [{"x": {3: 1}}]}]),
+        'messages[0]["a"][0]["x"]: has a int key',
+    ),
+    (
         "second message bad",
         append_input("s", [user("ok"), {"role": "user", "n": 2**70}]),
         "messages[1]",

@@ -137,10 +137,10 @@ class Dialect:
         the dialect has one; ``None`` means nothing was written and the
         caller must take the row lock and append in steps.
         """
-        statement = self.one_statement_append(using, append)
+        connection = connections[using]
+        statement = self.one_statement_append(connection, append)
         if statement is None:
             return None
-        connection = connections[using]
         # Inside the caller's transaction a savepoint, so that a missing
         # function leaves it usable; in autocommit the call is a transaction.
         block = transaction.atomic(using=using) if connection.in_atomic_block else nullcontext()
@@ -154,9 +154,12 @@ class Dialect:
             return None
         return statement.outcome(row)
 
-    def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
-        """The append as one statement, for any connection to ``using`` to
-        run (Django's, or the event loop's); ``None`` where there is none."""
+    def one_statement_append(
+        self, connection: BaseDatabaseWrapper, append: AppendRequest
+    ) -> OneStatementAppend | None:
+        """The append as one statement, for any connection to ``connection``'s
+        database to run (Django's, or the event loop's); ``None`` where there
+        is none."""
         return None
 
     def insert_messages(
@@ -287,14 +290,15 @@ def forget_missing_functions(**kwargs: Any) -> None:
 class OneStatementAppend:
     """PostgreSQL's append in one statement, ready to run on a connection."""
 
-    using: str
+    connection: BaseDatabaseWrapper
+    """Django's connection to the database, in the thread that runs the statement."""
     count: int
     sql: str
     params: list[Any]
 
     def outcome(self, row: Sequence[Any] | None) -> LockedConversation | None:
         """The conversation from the statement's row; ``None``: it wrote nothing."""
-        return None if row is None else _locked(self.using, row, self.count)
+        return None if row is None else _locked(self.connection, row, self.count)
 
     def failed_for_want_of_the_function(self, error: BaseException | None) -> bool:
         """Whether the driver's ``error`` says the database has no append
@@ -302,12 +306,13 @@ class OneStatementAppend:
         ``migrate`` and says so once."""
         if getattr(error, "sqlstate", None) != UNDEFINED_FUNCTION:
             return False
-        if self.using not in _without_append_function:
-            _without_append_function.add(self.using)
+        using = self.connection.alias
+        if using not in _without_append_function:
+            _without_append_function.add(using)
             logger.warning(
                 "The database of alias %r has no %s function: appends run in steps "
                 "until `manage.py migrate` has run.",
-                self.using,
+                using,
                 APPEND_FUNCTION,
             )
         return True
@@ -330,21 +335,19 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     function (migrations not applied yet) the caller appends in steps.
     """
 
-    def one_statement_append(self, using: str, append: AppendRequest) -> OneStatementAppend | None:
-        if using in _without_append_function:
+    def one_statement_append(
+        self, connection: BaseDatabaseWrapper, append: AppendRequest
+    ) -> OneStatementAppend | None:
+        if connection.alias in _without_append_function:
             return None
-        connection = connections[using]
-        count = len(append.encoded)
-        ref, session_id, user_id, stamp, _, _, metadata = _conversation_params(
-            using, append.session_id, append.user_id, append.metadata, append.now, count
-        )
+        stamp, metadata = _stamp_and_metadata(connection, append.now, append.metadata)
         encode = MemoryMessage._meta.get_field("message").get_db_prep_save
         stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
         params = [
-            *(ref, session_id, user_id, append.user_id or None, stamp, metadata),
-            *(append.run_id, append.turn, append.roles, stored),
+            *(new_ref(), append.session_id, append.user_id, append.user_id or None, stamp),
+            *(metadata, append.run_id, append.turn, append.roles, stored),
         ]
-        return OneStatementAppend(using, count, _APPEND_CALL, params)
+        return OneStatementAppend(connection, len(append.encoded), _APPEND_CALL, params)
 
     def create_functions(self, connection: BaseDatabaseWrapper) -> None:
         with connection.cursor() as cursor:
@@ -391,7 +394,7 @@ class SQLiteDialect(_OnConflictUpsert, _HandWrittenInsert):
     runs under the database's write lock."""
 
     def append_under_write_lock(
-        self, cursor: Any, using: str, append: AppendRequest
+        self, cursor: Any, connection: BaseDatabaseWrapper, append: AppendRequest
     ) -> LockedConversation | None:
         """The append's steps on ``cursor``, of a connection in a transaction
         that holds the write lock (the event loop's own, see
@@ -400,12 +403,13 @@ class SQLiteDialect(_OnConflictUpsert, _HandWrittenInsert):
 
         ``None``: a retry, nothing to write; the caller must roll back.
         """
+        using = connection.alias
         count = len(append.encoded)
         params = _conversation_params(
             using, append.session_id, append.user_id, append.metadata, append.now, count
         )
         cursor.execute(_on_conflict_sql(using), params)
-        conversation = _locked(using, cursor.fetchone(), count)
+        conversation = _locked(connection, cursor.fetchone(), count)
         check_scope(conversation.user_id, append.user_id)
         rows = NewMessages(
             conversation.id,
@@ -515,9 +519,14 @@ _MARIADB = MariaDBDialect()
 def dialect_for(using: str) -> Dialect:
     """The dialect the store uses on database ``using``: its vendor's, or the
     generic one where ``ANVIA_DJANGO["SQL_DIALECT"]`` says ``"generic"``."""
+    return dialect_of(connections[using])
+
+
+def dialect_of(connection: BaseDatabaseWrapper) -> Dialect:
+    """:func:`dialect_for` the database of ``connection``, already at hand."""
     if app_settings.SQL_DIALECT == "generic":
         return GENERIC
-    return vendor_dialect(connections[using])
+    return vendor_dialect(connection)
 
 
 def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
@@ -586,30 +595,36 @@ def _conversation_params(
     now: datetime,
     reserve: int,
 ) -> list[Any]:
-    connection = connections[using]
-    meta = Conversation._meta
-    # created_at and updated_at are alike DateTimeFields: one conversion serves both.
-    stamp = meta.get_field("updated_at").get_db_prep_save(now, connection)
-    encoded = meta.get_field("metadata").get_db_prep_save(metadata, connection)
+    stamp, encoded = _stamp_and_metadata(connections[using], now, metadata)
     # (ref, session_id, user_id, created_at, updated_at, message_count, metadata)
     return [new_ref(), session_id, user_id, stamp, stamp, reserve, encoded]
 
 
+def _stamp_and_metadata(
+    connection: BaseDatabaseWrapper, now: datetime, metadata: JsonObject | None
+) -> tuple[Any, Any]:
+    """``now`` and ``metadata`` as a conversation row's parameters."""
+    meta = Conversation._meta
+    # created_at and updated_at are alike DateTimeFields: one conversion serves both.
+    stamp = meta.get_field("updated_at").get_db_prep_save(now, connection)
+    return stamp, meta.get_field("metadata").get_db_prep_save(metadata, connection)
+
+
 def _returned(using: str, sql: str, params: Sequence[Any], reserve: int) -> LockedConversation:
-    with connections[using].cursor() as cursor:
+    connection = connections[using]
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     assert row is not None
-    return _locked(using, row, reserve)
+    return _locked(connection, row, reserve)
 
 
-def _locked(using: str, row: Sequence[Any], reserve: int) -> LockedConversation:
+def _locked(
+    connection: BaseDatabaseWrapper, row: Sequence[Any], reserve: int
+) -> LockedConversation:
     """The conversation a statement returned (``_RETURNED``'s columns)."""
-    connection = connections[using]
     conversation_id, ref, owner, count, updated_at = row
-    column = cast("Field[Any, Any]", Conversation._meta.get_field("updated_at")).get_col(
-        Conversation._meta.db_table
-    )
+    column = cast("Field[Any, Any]", Conversation._meta.get_field("updated_at")).cached_col
     # The compiler's order: the backend's converters, then the field's.
     for convert in [
         *connection.ops.get_db_converters(column),

@@ -140,59 +140,65 @@ def encode_json(value: Message, path: str, limits: InputLimits = DEFAULT_LIMITS)
     return encoded
 
 
+# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
     """The one JSON encoding stores write: compact UTF-8, no NaN. Retries are
     recognised by comparing this text, so every writer must use it."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
+
+
+_Where = str | tuple["_Where", str | int]
+"""Where a value sits: the root's path, or (its container's place, its key).
+Joined into a path string only for an error: most values have none."""
 
 
 def _check_tree(root: Any, root_path: str, max_depth: int) -> None:
     # Iterative, so a deeply nested (or self-referencing) value cannot exhaust
     # the interpreter's stack before we get to say what is wrong with it.
-    stack: list[tuple[Any, str | int | None, int, str]] = [(root, None, 0, root_path)]
+    stack: list[tuple[Any, _Where, int]] = [(root, root_path, 0)]
     while stack:
-        value, key, depth, parent = stack.pop()
-        if value is None or value is True or value is False:
-            continue
+        value, where, depth = stack.pop()
         if isinstance(value, str):
-            _check_text(value, parent, key)
+            if "\x00" in value or not value.isascii():
+                _check_text(value, _path(where))
+        elif value is None or value is True or value is False:
+            continue
         elif isinstance(value, int):
             if not INT64_MIN <= value <= INT64_MAX:
-                raise InvalidMemoryInputError(
-                    "integer does not fit in 64 bits", path=_join(parent, key)
-                )
+                raise InvalidMemoryInputError("integer does not fit in 64 bits", path=_path(where))
         elif isinstance(value, float):
             if value != value or value in (float("inf"), float("-inf")):
-                raise InvalidMemoryInputError(
-                    "NaN and infinity are not JSON", path=_join(parent, key)
-                )
+                raise InvalidMemoryInputError("NaN and infinity are not JSON", path=_path(where))
         elif isinstance(value, dict | list):
-            here = _join(parent, key)
             if depth >= max_depth:
                 raise InvalidMemoryInputError(
-                    f"is nested deeper than {max_depth} levels", path=here
+                    f"is nested deeper than {max_depth} levels", path=_path(where)
                 )
             if isinstance(value, dict):
                 for k, v in value.items():
                     if not isinstance(k, str):
                         raise InvalidMemoryInputError(
-                            f"has a {type(k).__name__} key; JSON keys are strings", path=here
+                            f"has a {type(k).__name__} key; JSON keys are strings",
+                            path=_path(where),
                         )
-                    _check_text(k, here, None, what="key")
-                    stack.append((v, k, depth + 1, here))
+                    if "\x00" in k or not k.isascii():
+                        _check_text(k, _path(where), what="key")
+                    stack.append((v, (where, k), depth + 1))
             else:
-                stack.extend((v, i, depth + 1, here) for i, v in enumerate(value))
+                stack.extend((v, (where, i), depth + 1) for i, v in enumerate(value))
         else:
             raise InvalidMemoryInputError(
-                f"{type(value).__name__} is not a JSON value", path=_join(parent, key)
+                f"{type(value).__name__} is not a JSON value", path=_path(where)
             )
 
 
-def _check_text(text: str, parent: str, key: str | int | None = None, *, what: str = "") -> None:
-    subject = f"{what} " if what else ""
+def _check_text(text: str, path: str, *, what: str = "") -> None:
     if "\x00" in text:
         raise InvalidMemoryInputError(
-            f"{subject}contains U+0000, which cannot be stored", path=_join(parent, key)
+            f"{_subject(what)}contains U+0000, which cannot be stored", path=path
         )
     if text.isascii():
         return
@@ -200,14 +206,21 @@ def _check_text(text: str, parent: str, key: str | int | None = None, *, what: s
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidMemoryInputError(
-            f"{subject}contains a lone surrogate, which is not valid Unicode",
-            path=_join(parent, key),
+            f"{_subject(what)}contains a lone surrogate, which is not valid Unicode", path=path
         ) from None
 
 
-def _join(parent: str, key: str | int | None) -> str:
-    if key is None:
-        return parent
-    if isinstance(key, int):
-        return f"{parent}[{key}]"
-    return f"{parent}[{json.dumps(key[:40])}]"
+def _subject(what: str) -> str:
+    return f"{what} " if what else ""
+
+
+def _path(where: _Where) -> str:
+    keys: list[str | int] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(key)
+    return where + "".join(_index(key) for key in reversed(keys))
+
+
+def _index(key: str | int) -> str:
+    return f"[{key}]" if isinstance(key, int) else f"[{json.dumps(key[:40])}]"
