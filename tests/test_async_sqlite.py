@@ -205,11 +205,11 @@ def test_an_error_in_a_group_sends_the_whole_group_to_the_thread(
     loop_thread = threading.current_thread()
 
     def fail_for_one(
-        self: SQLiteDialect, cursor: Any, using: str, rows: Any, **kwargs: Any
+        self: SQLiteDialect, cursor: Any, connection: Any, rows: Any, **kw: Any
     ) -> bool:
         if threading.current_thread() is loop_thread and '"2"' in rows.encoded[0]:
             raise sqlite3.OperationalError("disk I/O error")
-        return insert_on(self, cursor, using, rows, **kwargs)
+        return insert_on(self, cursor, connection, rows, **kw)
 
     store = DjangoMemoryStore()
 

@@ -259,10 +259,10 @@ def test_mysql_splits_the_insert_below_the_packet_size() -> None:
     rows = dialects.NewMessages(
         1, 0, "run", 1, ["user"] * 5, ['"' + "x" * 1_000_000 + '"'] * 5, timezone.now()
     )
-    statements = dialects.MySQLDialect()._inserts("default", rows)
+    statements = dialects.MySQLDialect()._inserts(connection, rows)
     assert [len(params) // 7 for _, params in statements] == [1, 1, 1, 1, 1]
     small = dialects.NewMessages(1, 0, "run", 1, ["user"] * 3, ["{}"] * 3, timezone.now())
-    assert len(dialects.MySQLDialect()._inserts("default", small)) == 1
+    assert len(dialects.MySQLDialect()._inserts(connection, small)) == 1
 
 
 @pytest.mark.mysql

@@ -183,7 +183,7 @@ class Dialect:
                 .order_by("-position")
                 .values_list("text", flat=True)[: len(unless_retry_of)]
             )
-            if _in_position_order(list(stored)) == _as_stored(using, unless_retry_of):
+            if _in_position_order(list(stored)) == _as_stored(connections[using], unless_retry_of):
                 return False
         MemoryMessage.objects.using(using).bulk_create(
             [
@@ -234,23 +234,33 @@ class _HandWrittenInsert(Dialect):
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
     ) -> bool:
-        with connections[using].cursor() as cursor:
-            return self.insert_on(cursor, using, rows, unless_retry_of=unless_retry_of)
+        connection = connections[using]
+        with connection.cursor() as cursor:
+            return self.insert_on(cursor, connection, rows, unless_retry_of=unless_retry_of)
 
     def insert_on(
-        self, cursor: Any, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
+        self,
+        cursor: Any,
+        connection: BaseDatabaseWrapper,
+        rows: NewMessages,
+        *,
+        unless_retry_of: list[str] | None,
     ) -> bool:
-        """:meth:`insert_messages` on ``cursor``, of Django's connection or another."""
+        """:meth:`insert_messages` on ``cursor``, of Django's ``connection`` or
+        another connection to its database."""
         if unless_retry_of is not None:
-            cursor.execute(_tail_sql(using), _tail_params(rows, unless_retry_of))
-            if _stored_tail(cursor) == _as_stored(using, unless_retry_of):
+            cursor.execute(_tail_sql(connection.alias), _tail_params(rows, unless_retry_of))
+            if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
                 return False
-        for sql, params in self._inserts(using, rows):
+        for sql, params in self._inserts(connection, rows):
             cursor.execute(sql, params)
         return True
 
-    def _inserts(self, using: str, rows: NewMessages) -> list[tuple[str, list[Any]]]:
-        values = _row_values(using, rows)
+    def _inserts(
+        self, connection: BaseDatabaseWrapper, rows: NewMessages
+    ) -> list[tuple[str, list[Any]]]:
+        using = connection.alias
+        values = _row_values(connection, rows)
         statements = []
         for start in range(0, len(values), self.rows_per_statement):
             chunk = values[start : start + self.rows_per_statement]
@@ -362,8 +372,9 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     ) -> bool:
         if unless_retry_of is None:
             return super().insert_messages(using, rows, unless_retry_of=None)
-        first, *rest = self._inserts(using, rows)
-        with connections[using].cursor() as cursor:
+        connection = connections[using]
+        first, *rest = self._inserts(connection, rows)
+        with connection.cursor() as cursor:
             # One statement: the tail is read from the statement's snapshot,
             # taken after the row lock was granted, and the INSERT's own rows
             # are invisible to it. Data-modifying CTEs run even unreferenced.
@@ -371,7 +382,7 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
                 f"WITH tail AS ({_tail_sql(using)}), written AS ({first[0]}) SELECT * FROM tail",
                 [*_tail_params(rows, unless_retry_of), *first[1]],
             )
-            if _stored_tail(cursor) == _as_stored(using, unless_retry_of):
+            if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
                 return False
             for sql, params in rest:
                 cursor.execute(sql, params)
@@ -403,12 +414,10 @@ class SQLiteDialect(_OnConflictUpsert, _HandWrittenInsert):
 
         ``None``: a retry, nothing to write; the caller must roll back.
         """
-        using = connection.alias
         count = len(append.encoded)
-        params = _conversation_params(
-            using, append.session_id, append.user_id, append.metadata, append.now, count
-        )
-        cursor.execute(_on_conflict_sql(using), params)
+        stamp, metadata = _stamp_and_metadata(connection, append.now, append.metadata)
+        params = [new_ref(), append.session_id, append.user_id, stamp, stamp, count, metadata]
+        cursor.execute(_on_conflict_sql(connection.alias), params)
         conversation = _locked(connection, cursor.fetchone(), count)
         check_scope(conversation.user_id, append.user_id)
         rows = NewMessages(
@@ -421,7 +430,7 @@ class SQLiteDialect(_OnConflictUpsert, _HandWrittenInsert):
             conversation.updated_at,
         )
         retry_of = append.encoded if conversation.could_hold(count) else None
-        if not self.insert_on(cursor, using, rows, unless_retry_of=retry_of):
+        if not self.insert_on(cursor, connection, rows, unless_retry_of=retry_of):
             return None
         return conversation
 
@@ -462,8 +471,11 @@ class MySQLDialect(_HandWrittenInsert):
         # The row is locked by this transaction: the read sees its own update.
         return _returned(using, select, [conversation_id], reserve)
 
-    def _inserts(self, using: str, rows: NewMessages) -> list[tuple[str, list[Any]]]:
-        values = _row_values(using, rows)
+    def _inserts(
+        self, connection: BaseDatabaseWrapper, rows: NewMessages
+    ) -> list[tuple[str, list[Any]]]:
+        using = connection.alias
+        values = _row_values(connection, rows)
         statements: list[tuple[str, list[Any]]] = []
         chunk: list[tuple[Any, ...]] = []
         size = 0
@@ -798,19 +810,17 @@ def _stored_tail(cursor: Any) -> list[str]:
     return _in_position_order([row[0] for row in cursor.fetchall()])
 
 
-def _as_stored(using: str, encoded: list[str]) -> list[Any]:
+def _as_stored(connection: BaseDatabaseWrapper, encoded: list[str]) -> list[Any]:
     """``encoded`` as the message column holds it: what the field makes of it.
 
     A retry is recognised by comparing column values, not decoded messages:
     in Python ``True == 1 == 1.0`` would call different messages equal.
     """
-    connection = connections[using]
     encode = MemoryMessage._meta.get_field("message").get_db_prep_save
     return [encode(EncodedJSON(message), connection) for message in encoded]
 
 
-def _row_values(using: str, rows: NewMessages) -> list[tuple[Any, ...]]:
-    connection = connections[using]
+def _row_values(connection: BaseDatabaseWrapper, rows: NewMessages) -> list[tuple[Any, ...]]:
     fields = MemoryMessage._meta
     created_at = fields.get_field("created_at").get_db_prep_save(rows.created_at, connection)
     encode = fields.get_field("message").get_db_prep_save
