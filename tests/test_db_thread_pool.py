@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -66,10 +67,10 @@ def test_close_runs_the_calls_still_waiting_for_a_thread() -> None:
     pool = DatabaseThreadPool("test", 1)
     release = threading.Event()
     first = pool.submit(contextvars.copy_context(), lambda: release.wait(timeout=20))
-    waiting = [pool.submit(contextvars.copy_context(), lambda n=n: n) for n in range(3)]
+    waiting = [pool.submit(contextvars.copy_context(), functools.partial(str, n)) for n in range(3)]
     release.set()
     pool.close()
     assert first.result(timeout=0) is True
-    assert [future.result(timeout=0) for future in waiting] == [0, 1, 2]
+    assert [future.result(timeout=0) for future in waiting] == ["0", "1", "2"]
     with pytest.raises(RuntimeError, match="closed"):
         pool.submit(contextvars.copy_context(), this_thread)
