@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import contextlib
 import contextvars
 import os
@@ -44,6 +45,7 @@ from .conf import app_settings
 R = TypeVar("R")
 
 _Job = tuple[Future[Any], contextvars.Context, Callable[[], Any]]
+_Inbox = queue.SimpleQueue[_Job | None]
 
 
 def has_outer_sync_thread() -> bool:
@@ -88,32 +90,47 @@ async def run_in_db_thread(
 
 
 class DatabaseThreadPool:
-    """Up to ``size`` threads, started on demand, serving one shared queue."""
+    """Up to ``size`` threads, started on demand; the most recently idle one
+    takes the next call.
+
+    A caller making one call after another keeps getting the same thread
+    and connection, even after a burst of concurrent calls started more
+    threads: handed out in turn over several threads, its calls ran slower
+    (benchmarks/analysis.md, fifth round).
+    """
 
     def __init__(self, name: str, size: int) -> None:
         self.name = name
         self.size = size
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._idle: list[_Inbox] = []
+        """The inboxes of idle threads, the most recently idle last."""
+        self._backlog: collections.deque[_Job] = collections.deque()
+        """Calls waiting for a thread: all ``size`` are busy."""
+        self._threads: list[threading.Thread] = []
         self._closed = False
 
     def submit(self, context: contextvars.Context, call: Callable[[], R]) -> Future[R]:
         future: Future[R] = Future()
+        job: _Job = (future, context, call)
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"the store's database threads {self.name!r} are closed")
-            self._jobs.put((future, context, call))
-            # An idle thread will take the job; otherwise start one, up to size.
-            if not self._idle.acquire(timeout=0) and len(self._threads) < self.size:
+            if self._idle:
+                self._idle.pop().put(job)
+            elif len(self._threads) < self.size:
+                inbox: _Inbox = queue.SimpleQueue()
+                inbox.put(job)
                 thread = threading.Thread(
                     target=self._work,
+                    args=(inbox,),
                     name=f"anvia-db-{self.name}-{len(self._threads)}",
                     daemon=True,
                 )
                 self._threads.append(thread)
                 thread.start()
+            else:
+                self._backlog.append(job)
         return future
 
     def close(self, timeout: float | None = 30) -> None:
@@ -121,28 +138,56 @@ class DatabaseThreadPool:
         with self._lock:
             self._closed = True
             threads = list(self._threads)
-            for _ in threads:
-                self._jobs.put(None)
+            # Busy threads stop once the backlog is empty (see _next_job).
+            for inbox in self._idle:
+                inbox.put(None)
+            self._idle.clear()
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(timeout)
 
-    def _work(self) -> None:
+    def _work(self, inbox: _Inbox) -> None:
         try:
-            while (job := self._jobs.get()) is not None:
-                future, context, call = job
-                del job
-                if future.set_running_or_notify_cancel():
-                    try:
-                        result = context.run(_one_call, call)
-                    except BaseException as exc:
-                        future.set_exception(exc)
-                    else:
-                        future.set_result(result)
-                del future, context, call
-                self._idle.release()
+            while self._run_next(inbox):
+                pass
         finally:
             connections.close_all()
+
+    def _run_next(self, inbox: _Inbox) -> bool:
+        """Wait for a job and run it; False when told to stop.
+
+        Nothing of the job outlives this call: a result kept until the next
+        job (a loaded transcript, say) would stay in memory while the thread
+        idles, and be freed on the next caller's time.
+        """
+        job = inbox.get()
+        if job is None:
+            return False
+        future, context, call = job
+        if not future.set_running_or_notify_cancel():
+            self._next_job(inbox)
+            return True
+        try:
+            result = context.run(_one_call, call)
+        except BaseException as exc:
+            self._next_job(inbox)
+            future.set_exception(exc)
+        else:
+            # Idle before the caller hears back: its next call, submitted as
+            # soon as it does, then finds this thread and its connection.
+            self._next_job(inbox)
+            future.set_result(result)
+        return True
+
+    def _next_job(self, inbox: _Inbox) -> None:
+        """Give this thread a waiting job, else stop it when closed, else mark it idle."""
+        with self._lock:
+            if self._backlog:
+                inbox.put(self._backlog.popleft())
+            elif self._closed:
+                inbox.put(None)
+            else:
+                self._idle.append(inbox)
 
 
 def _one_call(call: Callable[[], R]) -> R:
