@@ -36,9 +36,9 @@ from .conf import app_settings
 from .core.memory.types import MemoryAppendInput
 from .db_threads import run_in_db_thread
 from .event_loops import PerEventLoop
-from .persistence.dialects import dialect_of, has_async_driver
+from .persistence.dialects import AppendRequest, dialect_of, has_async_driver
 from .persistence.notify import send_committed
-from .persistence.writes import append_in_steps, appended_signal, validated_append
+from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
 
@@ -47,13 +47,12 @@ def applies(connection: BaseDatabaseWrapper) -> bool:
     return has_async_driver(connection)
 
 
-async def append_on_event_loop(input: MemoryAppendInput, connection: BaseDatabaseWrapper) -> None:
-    """``store.append(input)`` to ``connection``'s database, where :func:`applies`
-    and :func:`~anvia_django.event_loops.appends_may_run_here` say it may run.
-    ``connection`` is Django's in this thread, looked up once per append."""
-    append = validated_append(input)
-    if append is None:
-        return
+async def append_on_event_loop(
+    input: MemoryAppendInput, append: AppendRequest, connection: BaseDatabaseWrapper
+) -> None:
+    """``store.append(input)``, already validated as ``append``, where
+    :func:`applies` says it may run (the store asks; see
+    :mod:`anvia_django.event_loops`)."""
     alias = connection.alias
     statement = dialect_of(connection).one_statement_append(connection, append)
     conversation = None

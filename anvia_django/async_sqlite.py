@@ -42,7 +42,7 @@ from .db_threads import run_in_db_thread
 from .event_loops import PerEventLoop
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
-from .persistence.writes import append_in_steps, appended_signal, validated_append
+from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
 
@@ -51,13 +51,12 @@ def applies(connection: BaseDatabaseWrapper) -> bool:
     return connection.vendor == "sqlite" and not connection.is_in_memory_db()  # type: ignore[attr-defined]
 
 
-async def append_on_event_loop(input: MemoryAppendInput, connection: BaseDatabaseWrapper) -> None:
-    """``store.append(input)`` to ``connection``'s database, where :func:`applies`
-    and :func:`~anvia_django.event_loops.appends_may_run_here` say it may run.
-    ``connection`` is Django's in this thread, looked up once per append."""
-    append = validated_append(input)
-    if append is None:
-        return
+async def append_on_event_loop(
+    input: MemoryAppendInput, append: AppendRequest, connection: BaseDatabaseWrapper
+) -> None:
+    """``store.append(input)``, already validated as ``append``, where
+    :func:`applies` says it may run (the store asks; see
+    :mod:`anvia_django.event_loops`)."""
     alias = connection.alias
     outcome = await loop_databases.get(alias).append(connection, append)
     if outcome is LEFT_TO_THE_THREAD:

@@ -42,6 +42,7 @@ from .persistence import (
     write_summary,
 )
 from .persistence.databases import write_alias
+from .persistence.writes import validated_append
 
 
 class DjangoMemoryInspector:
@@ -91,11 +92,17 @@ class DjangoMemoryStore:
         if appends_may_run_here():
             # One lookup per append: each costs microseconds (asgiref's Local).
             connection = connections[alias]
-            if async_postgres.applies(connection):
-                await async_postgres.append_on_event_loop(input, connection)
-                return
-            if async_sqlite.applies(connection):
-                await async_sqlite.append_on_event_loop(input, connection)
+            vendor = (
+                async_postgres
+                if async_postgres.applies(connection)
+                else async_sqlite
+                if async_sqlite.applies(connection)
+                else None
+            )
+            if vendor is not None:
+                append = validated_append(input)
+                if append is not None:
+                    await vendor.append_on_event_loop(input, append, connection)
                 return
         await run_in_db_thread(append_messages, input, using=alias)
 
