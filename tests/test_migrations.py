@@ -45,3 +45,36 @@ def test_the_append_function_comes_and_goes_with_migration_0005() -> None:
     assert function_exists()
     assert statements_of_an_append(2) == 1  # migrate told the store to look again
     assert Conversation.objects.get(session_id="s").message_count == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_append_function_finds_messages_by_index_on_tables_analysed_empty() -> None:
+    # PL/pgSQL keeps the plans it made on the statistics of the moment: made
+    # on an empty table, the retry check would scan the messages whole.
+    connection.close()  # a backend with no plans of earlier tests
+    messages = "anvia_django_memorymessage"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regprocedure('pg_stat_force_next_flush()') IS NOT NULL")
+        if not cursor.fetchone()[0]:
+            pytest.skip("needs PostgreSQL 15's pg_stat_force_next_flush()")
+        cursor.execute(f"VACUUM ANALYZE {Conversation._meta.db_table}, {messages}")
+
+        def scans() -> tuple[int, int]:
+            cursor.execute("SELECT pg_stat_force_next_flush(), pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_user_tables"
+                " WHERE relname = %s",
+                [messages],
+            )
+            sequential, by_index = cursor.fetchone()
+            return sequential, by_index
+
+        before = scans()
+        # Past PL/pgSQL's five custom plans, into the generic one it keeps;
+        # one run and turn, so that every append checks for a retry.
+        for number in range(12):
+            append_messages(append_input("s", [user(f"message {number}")], turn=1))
+        after = scans()
+    assert after[0] == before[0]
+    assert after[1] > before[1]

@@ -712,7 +712,13 @@ CREATE OR REPLACE FUNCTION {APPEND_FUNCTION}(
     p_metadata text, p_run text, p_turn integer, p_roles text[], p_messages text[]
 ) RETURNS TABLE (
     out_id bigint, out_ref text, out_user text, out_count integer, out_updated_at timestamptz
-) LANGUAGE plpgsql VOLATILE AS $append$
+) LANGUAGE plpgsql VOLATILE
+-- Each statement below finds its rows through an index. PL/pgSQL keeps
+-- their plans for the connection's life: planned while the tables were
+-- empty (just migrated, or analysed when empty) they would scan whole
+-- tables for as long as the connection lives.
+SET enable_seqscan = off
+AS $append$
 DECLARE
     n integer := cardinality(p_messages);
     found_id bigint;
