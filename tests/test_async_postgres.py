@@ -3,7 +3,8 @@
 What must hold on that path is what holds on the store's threads: the same
 rows, one copy of a retried append, the scope check, signals after the
 commit, a dead connection survived, a cancelled append run to its end, and
-connections closed with their loop.
+connections closed with their loop. Appends made while the connections are
+busy share a transaction: each is still stored whole, once, or refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.db import connections, transaction
 from django.db.backends.postgresql.psycopg_any import IsolationLevel
 
 from anvia_django import async_postgres, db_threads
+from anvia_django.core.memory.errors import ConversationScopeError
 from anvia_django.db_threads import close_db_threads
 from anvia_django.models import Conversation
 from anvia_django.persistence import dialects
@@ -183,3 +185,118 @@ def test_without_the_append_function_the_event_loop_sends_appends_to_the_steps(
     assert [row[3] for row in stored("no-function")] == [user("a"), user("b")]
     warnings = [r for r in caplog.records if dialects.APPEND_FUNCTION in r.getMessage()]
     assert len(warnings) == 1
+
+
+def transactions_by_session() -> dict[str, int]:
+    """Each conversation's writing transaction (``xmin``: rows a transaction
+    wrote carry its id)."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT session_id, xmin::text FROM anvia_django_conversation")
+        return {session_id: int(xmin) for session_id, xmin in cursor.fetchall()}
+
+
+def test_appends_waiting_for_the_connection_share_one_transaction_of_at_most_eight(
+    settings: Any, appended: list[dict[str, Any]]
+) -> None:
+    settings.ANVIA_DJANGO = {"STORE_THREADS": 1}
+    store = DjangoMemoryStore()
+    sessions = [f"group-{n:02}" for n in range(17)]
+
+    async def main() -> None:
+        await asyncio.gather(*(store.append(append_input(s, [user(s)])) for s in sessions))
+
+    asyncio.run(main())
+    assert db_threads._pools == {}  # no append needed the steps
+    by_transaction: dict[int, list[str]] = {}
+    for session_id, xmin in transactions_by_session().items():
+        by_transaction.setdefault(xmin, []).append(session_id)
+    sizes = sorted(len(group) for group in by_transaction.values())
+    assert sizes == [1, 8, 8]
+    for session_id in sessions:
+        assert stored(session_id) == [(0, "run-1", 1, user(session_id))]
+    assert sorted(call["messages"][0]["content"] for call in appended) == [
+        user(s)["content"] for s in sessions
+    ]
+
+
+def test_a_group_leaves_a_retry_and_another_users_session_to_the_steps(
+    settings: Any, appended: list[dict[str, Any]]
+) -> None:
+    settings.ANVIA_DJANGO = {"STORE_THREADS": 1}
+    store = DjangoMemoryStore()
+    asyncio.run(store.append(append_input("owned", [user("mine")], user_id="alice")))
+    retried = append_input("twice", [user("once")])
+
+    async def main() -> list[BaseException | None]:
+        results = await asyncio.gather(
+            # Made before the loop's connection is free: one transaction.
+            store.append(append_input("first", [user("fine")])),
+            store.append(retried),
+            store.append(append_input("owned", [user("theirs")], user_id="mallory", turn=2)),
+            store.append(retried),
+            store.append(append_input("other", [user("fine")])),
+            return_exceptions=True,
+        )
+        return list(results)
+
+    results = asyncio.run(main())
+    assert [type(result) for result in results] == [
+        type(None),
+        type(None),
+        ConversationScopeError,
+        type(None),
+        type(None),
+    ]
+    assert stored("twice") == [(0, "run-1", 1, user("once"))]
+    assert stored("owned") == [(0, "run-1", 1, user("mine"))]
+    assert stored("other") == [(0, "run-1", 1, user("fine"))]
+    assert Conversation.objects.get(session_id="twice").message_count == 1
+    assert Conversation.objects.get(session_id="owned").message_count == 1
+    assert len(appended) == 4  # owned's first append, first, twice once, other
+    written_by = transactions_by_session()
+    assert written_by["first"] == written_by["twice"] == written_by["other"]
+
+
+def test_a_group_gives_way_to_a_lock_held_elsewhere_and_its_appends_run_alone(
+    settings: Any,
+) -> None:
+    # The holder's transaction could be waiting for a lock of the group's:
+    # rather than wait, the group fails and each of its appends runs alone
+    # on the store's threads, where only the held session's one waits.
+    settings.ANVIA_DJANGO = {"STORE_THREADS": 1}
+    store = DjangoMemoryStore()
+    asyncio.run(store.append(append_input("held", [user("first")])))
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row() -> None:
+        with transaction.atomic():
+            Conversation.objects.select_for_update().get(session_id="held")
+            locked.set()
+            release.wait(timeout=20)
+        connections.close_all()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+    others = [f"free-{n}" for n in range(7)]
+
+    async def main() -> None:
+        assert await asyncio.to_thread(locked.wait, 20)
+        group = [asyncio.ensure_future(store.append(append_input(s, [user(s)]))) for s in others]
+        group.append(
+            asyncio.ensure_future(store.append(append_input("held", [user("second")], turn=2)))
+        )
+        _, pending = await asyncio.wait(group[:-1], timeout=15)
+        assert not pending, "the group waited for the held lock"
+        assert not group[-1].done()
+        release.set()
+        await group[-1]
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        holder.join(timeout=20)
+    assert db_threads._pools != {}  # the group's appends ran alone
+    assert [row[3] for row in stored("held")] == [user("first"), user("second")]
+    for session_id in others:
+        assert stored(session_id) == [(0, "run-1", 1, user(session_id))]
