@@ -13,10 +13,10 @@ threads as before, to the append in steps and Django's error types. What is
 not an append always goes there.
 
 Appends that the loop's tasks make while the connections are busy share
-a transaction when a connection comes free: one round trip and one commit
-for up to :data:`MOST_APPENDS_PER_TRANSACTION` appends. Each caller still
-hears only after the commit; should the group fail, each of its appends
-runs alone in steps.
+a transaction when a connection comes free: one statement, one round trip
+and one commit for up to :data:`MOST_APPENDS_PER_TRANSACTION` appends. Each
+caller still hears only after the commit; should the group fail, each of
+its appends runs alone in steps.
 
 Connections: at most ``STORE_THREADS`` per alias and event loop, opened on
 demand with the alias's ``OPTIONS`` (``prepare_threshold`` as Django would
@@ -43,7 +43,13 @@ from .conf import app_settings
 from .core.memory.types import MemoryAppendInput
 from .db_threads import run_in_db_thread
 from .event_loops import PerEventLoop
-from .persistence.dialects import AppendRequest, dialect_of, has_async_driver
+from .persistence.dialects import (
+    AppendRequest,
+    OneStatementAppend,
+    append_group,
+    dialect_of,
+    has_async_driver,
+)
 from .persistence.notify import send_committed
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
@@ -67,9 +73,7 @@ async def append_on_event_loop(
         import psycopg
 
         try:
-            row = await loop_connections.get(alias).fetch_one(
-                append.session_id, statement.sql, statement.params
-            )
+            row = await loop_connections.get(alias).fetch_one(append.session_id, statement)
         except psycopg.Error as error:
             # The steps run it again through Django. Had the statement
             # committed before its answer was lost, that is a retried
@@ -90,8 +94,7 @@ client and server both busy; groups of 16 made them take turns."""
 
 class _Waiting(NamedTuple):
     session_id: str
-    sql: str
-    params: list[Any]
+    statement: OneStatementAppend
     future: asyncio.Future[Any]
 
 
@@ -100,8 +103,8 @@ class LoopConnections:
 
     Each connection runs one group of appends at a time: those waiting when
     it comes free, at most :data:`MOST_APPENDS_PER_TRANSACTION`. One append
-    alone is its statement in autocommit; several share a transaction, sent
-    in one round trip (psycopg's pipeline mode) and committed once.
+    alone is its statement in autocommit; several are one statement, in a
+    transaction sent in one round trip (psycopg's pipeline mode).
     """
 
     def __init__(self, alias: str, size: int) -> None:
@@ -119,9 +122,8 @@ class LoopConnections:
         self.opened: set[Any] = set()
         """Every connection not yet closed, to close them from any thread."""
 
-    async def fetch_one(self, session_id: str, sql: str, params: list[Any]) -> Any:
-        """Run the append statement ``sql`` for ``session_id``; its first row,
-        or ``None``.
+    async def fetch_one(self, session_id: str, statement: OneStatementAppend) -> Any:
+        """Run the append ``statement`` for ``session_id``; its row, or ``None``.
 
         Raises the psycopg error of the statement's group: nothing of that
         group was stored. Like a call on a store thread, a statement the
@@ -130,7 +132,7 @@ class LoopConnections:
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._waiting.append(_Waiting(session_id, sql, params, future))
+        self._waiting.append(_Waiting(session_id, statement, future))
         if len(self._runners) < self._size:
             runner = loop.create_task(self._run_waiting())
             self._runners.add(runner)
@@ -171,7 +173,8 @@ class LoopConnections:
         try:
             if len(group) == 1:
                 (waiting,) = group
-                cursor = await connection.execute(_binary(waiting.sql), waiting.params)
+                statement = waiting.statement
+                cursor = await connection.execute(_binary(statement.sql), statement.params)
                 rows = [await cursor.fetchone()]
             else:
                 rows = await self._in_one_transaction(connection, group)
@@ -190,21 +193,22 @@ class LoopConnections:
         # group), so that PostgreSQL breaks a deadlock with anyone else's
         # code by failing the group, whose appends then run alone.
         in_order = sorted(range(len(group)), key=lambda index: group[index].session_id)
-        cursors: list[Any] = [None] * len(group)
+        sql, params = append_group([group[index].statement for index in in_order])
         try:
             async with connection.pipeline():
                 await connection.execute("BEGIN")
                 await connection.execute(self._give_way)
-                for index in in_order:
-                    waiting = group[index]
-                    cursors[index] = await connection.execute(_binary(waiting.sql), waiting.params)
+                cursor = await connection.execute(sql, params)
                 await connection.execute("COMMIT")
         except BaseException:
             if connection.info.transaction_status != self._idle_status:
                 with contextlib.suppress(Exception):
                     await connection.execute("ROLLBACK")
             raise
-        return [await cursor.fetchone() for cursor in cursors]
+        rows: list[Any] = [None] * len(group)
+        for ordinality, *row in await cursor.fetchall():
+            rows[in_order[ordinality - 1]] = row
+        return rows
 
     async def _connect(self) -> tuple[Any, float]:
         import psycopg

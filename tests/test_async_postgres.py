@@ -201,9 +201,12 @@ def test_appends_waiting_for_the_connection_share_one_transaction_of_at_most_eig
     settings.ANVIA_DJANGO = {"STORE_THREADS": 1}
     store = DjangoMemoryStore()
     sessions = [f"group-{n:02}" for n in range(17)]
+    # One to three messages each: the group's statement slices each
+    # append's messages out of one array of them all.
+    sent = {s: [user(f'{s} "{n}" \\ é') for n in range(i % 3 + 1)] for i, s in enumerate(sessions)}
 
     async def main() -> None:
-        await asyncio.gather(*(store.append(append_input(s, [user(s)])) for s in sessions))
+        await asyncio.gather(*(store.append(append_input(s, sent[s])) for s in sessions))
 
     asyncio.run(main())
     assert db_threads._pools == {}  # no append needed the steps
@@ -212,11 +215,12 @@ def test_appends_waiting_for_the_connection_share_one_transaction_of_at_most_eig
         by_transaction.setdefault(xmin, []).append(session_id)
     sizes = sorted(len(group) for group in by_transaction.values())
     assert sizes == [1, 8, 8]
-    for session_id in sessions:
-        assert stored(session_id) == [(0, "run-1", 1, user(session_id))]
-    assert sorted(call["messages"][0]["content"] for call in appended) == [
-        user(s)["content"] for s in sessions
-    ]
+    for session_id, messages in sent.items():
+        assert stored(session_id) == [(n, "run-1", 1, m) for n, m in enumerate(messages)]
+        conversation = Conversation.objects.get(session_id=session_id)
+        assert conversation.message_count == len(messages)
+    signalled = {call["messages"][0]["content"]: call["messages"] for call in appended}
+    assert signalled == {messages[0]["content"]: messages for messages in sent.values()}
 
 
 def test_a_group_leaves_a_retry_and_another_users_session_to_the_steps(

@@ -693,6 +693,44 @@ _APPEND_CALL = (
 UNDEFINED_FUNCTION = "42883"
 
 
+@lru_cache(maxsize=1)
+def _append_group_sql() -> str:
+    kinds = _APPEND_ARGUMENT_TYPES.split(", ")
+    *scalars, _roles, _messages = kinds
+    columns = [f"a{number}" for number in range(len(scalars))]
+    arrays = ", ".join(f"%b::{kind}[]" for kind in [*scalars, "integer", "integer"])
+    return (
+        f"SELECT g.ordinality, r.* FROM unnest({arrays}) "
+        f"WITH ORDINALITY AS g({', '.join(columns)}, first, last, ordinality) "
+        f"CROSS JOIN LATERAL {APPEND_FUNCTION}("
+        + ", ".join(f"g.{column}" for column in columns)
+        + ", (%b::text[])[g.first:g.last], (%b::text[])[g.first:g.last]) AS r"
+    )
+
+
+def append_group(appends: Sequence[OneStatementAppend]) -> tuple[str, list[Any]]:
+    """Several appends as one statement for psycopg (binary parameters), the
+    function called once per append in their order: one row per append that
+    wrote, its 1-based index in ``appends`` first, then its
+    :meth:`OneStatementAppend.outcome` row.
+
+    One statement instead of one per append: the group's parameters are
+    twelve arrays, which the client composes and the server parses once.
+    """
+    calls = [append.params for append in appends]
+    scalars = [list(column) for column in zip(*(call[:-2] for call in calls), strict=True)]
+    roles: list[Any] = []
+    messages: list[Any] = []
+    firsts: list[int] = []
+    lasts: list[int] = []
+    for call in calls:
+        firsts.append(len(messages) + 1)
+        roles.extend(call[-2])
+        messages.extend(call[-1])
+        lasts.append(len(messages))
+    return _append_group_sql(), [*scalars, firsts, lasts, roles, messages]
+
+
 def _append_function_sql(using: str) -> str:
     """PostgreSQL's append as a PL/pgSQL function (see :class:`PostgreSQLDialect`).
 
