@@ -1,4 +1,4 @@
-"""Appends from asyncio code to SQLite, in the event loop while the write lock is free.
+"""Appends and short loads from asyncio code to SQLite, in the event loop.
 
 Where the store would send an append to its SQLite thread (see
 :mod:`anvia_django.event_loops`), the two thread hops cost about as much as
@@ -23,6 +23,14 @@ raises the scope error, after rolling back. Any ``sqlite3`` error rolls
 back and hands the append to the thread, whose steps report it in Django's
 error types. An in-memory database is left to the thread: another
 connection would not see it.
+
+A load runs there too, on the same connection and with the same queries
+as on the thread (:func:`~anvia_django.persistence.reads.read_messages`),
+as long as it is short: past :data:`MOST_LOADED_ROWS` rows or
+:data:`MOST_LOADED_CHARS` of message text it stops reading and goes to the
+thread, so that a long transcript's fetching and decoding never hold the
+event loop. So does a load that meets any ``sqlite3`` error, such as a
+writer's lock in rollback-journal mode (busy timeout 0 here too).
 """
 
 from __future__ import annotations
@@ -31,17 +39,23 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX, SQLiteCursorWrapper
 
-from .core.memory.types import MemoryAppendInput
+from .conf import app_settings
+from .core.memory.types import MemoryAppendInput, MemoryContext, Message
+from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
 from .event_loops import PerEventLoop
+from .persistence.compiled import CompiledQuery
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
+from .persistence.reads import read_messages
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
@@ -63,6 +77,77 @@ async def append_on_event_loop(
         await run_in_db_thread(append_in_steps, input, append, using=alias)
     elif isinstance(outcome, LockedConversation):
         await send_committed(messages_appended, using=alias, **appended_signal(input, outcome))
+
+
+async def load_on_event_loop(
+    context: MemoryContext, connection: BaseDatabaseWrapper, limit: int | None
+) -> list[Message] | None:
+    """``store.load(context)`` with the store's ``load_limit``, where
+    :func:`applies` says it may run; ``None`` when it is left to the thread
+    (too long, or a ``sqlite3`` error), having raised nothing."""
+    validate_context(context, app_settings.input_limits)
+    held = loop_databases.get(connection.alias)
+    load = (context.session_id, limit)
+    if load in held.long_loads:
+        return None
+    try:
+        db = await held.connection()
+        return read_messages(_LoopReader(db, connection), context, connection.alias, limit)
+    except _TooLong:
+        held.remember_long(load)
+        return None
+    except sqlite3.Error:
+        return None
+
+
+MOST_LOADED_ROWS = 100
+"""A load that reads more rows goes to the thread; one row more is read to know."""
+
+MOST_LOADED_CHARS = 128 * 1024
+"""Nor does a load read more message text than this in the event loop (give
+or take the batch that crosses it)."""
+
+_BATCH = 16
+"""Rows fetched at a time, so that a few long messages are not all read
+before the size bound sends the load to the thread."""
+
+MOST_REMEMBERED_LONG_LOADS = 1024
+"""Loads found too long, remembered per event loop (see ``LoopDatabase.long_loads``)."""
+
+
+class _TooLong(Exception):
+    pass
+
+
+class _LoopReader:
+    """Runs a load's compiled queries on the loop's connection, converting
+    rows through Django's connection in the loop's thread (which stays closed)."""
+
+    def __init__(self, db: sqlite3.Connection, connection: BaseDatabaseWrapper) -> None:
+        self.db = db
+        self.connection = connection
+
+    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
+        return query.column_from(self._fetch(query, values), self.connection)
+
+    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
+        return query.rows_from(self._fetch(query, values), self.connection)
+
+    def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        params = query.params_for(self.connection, values)
+        cursor = self.db.execute(_qmark(query.sql), params)
+        try:
+            fetched: list[tuple[Any, ...]] = []
+            chars = 0
+            while batch := cursor.fetchmany(_BATCH):
+                fetched += batch
+                # The message (or the owner) is the last column.
+                chars += sum([len(row[-1] or "") for row in batch])
+                if len(fetched) > MOST_LOADED_ROWS or chars > MOST_LOADED_CHARS:
+                    raise _TooLong
+            return fetched
+        finally:
+            cursor.close()  # ends the read: in autocommit, a statement's own transaction
 
 
 LEFT_TO_THE_THREAD = "left to the thread"
@@ -95,6 +180,10 @@ class LoopDatabase:
         self.db: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._waiting: list[_Waiting] = []
+        self.long_loads: dict[tuple[str, int | None], None] = {}
+        """``(session_id, load_limit)`` of loads found too long here, oldest
+        first: they go straight to the thread (a long transcript rarely gets
+        short again), sparing the event loop a read it would throw away."""
 
     async def append(self, connection: BaseDatabaseWrapper, append: AppendRequest) -> Outcome:
         """Queue ``append`` for the next group commit and wait for its outcome.
@@ -198,6 +287,11 @@ class LoopDatabase:
             _roll_back(db)
             raise
         return outcomes
+
+    def remember_long(self, load: tuple[str, int | None]) -> None:
+        self.long_loads[load] = None
+        if len(self.long_loads) > MOST_REMEMBERED_LONG_LOADS:
+            del self.long_loads[next(iter(self.long_loads))]
 
     def close(self) -> None:
         """Close the connection, from any thread, when its loop no longer uses

@@ -1,4 +1,5 @@
-"""Appends in the event loop: when they may run there, and the connections kept per loop.
+"""Appends (and SQLite loads) in the event loop: when they may run there, and
+the connections kept per loop.
 
 Where :mod:`anvia_django.db_threads` would send a store call to one of the
 store's own threads (async code with no request or ``async_to_sync`` caller
@@ -6,13 +7,14 @@ around it), the call already runs on connections of the store's own, so
 nothing a caller holds is lost by leaving Django's connection objects too.
 There an append runs in the event loop itself, on connections the store
 keeps per event loop and alias: :mod:`anvia_django.async_postgres` (psycopg
-3's async connections) and :mod:`anvia_django.async_sqlite`. The two thread
-hops cost more than an append's own statements. What those modules cannot
-do there goes to the store's threads as before.
+3's async connections) and :mod:`anvia_django.async_sqlite`, which runs
+short loads there too. The two thread hops cost more than an append's own
+statements, or a short load's. What those modules cannot do there goes to
+the store's threads as before.
 
-``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False`` keeps appends on the threads
-too, e.g. for instrumentation that wraps Django's cursors: statements run
-in the event loop do not go through them.
+``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False`` keeps appends (and loads) on
+the threads too, e.g. for instrumentation that wraps Django's cursors:
+statements run in the event loop do not go through them.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from .db_threads import has_outer_sync_thread
 T = TypeVar("T")
 
 
-def appends_may_run_here() -> bool:
-    """Whether an append called now may run in the event loop: the setting
-    allows it and the store would otherwise use its own threads."""
+def may_run_in_event_loop() -> bool:
+    """Whether an append (or a SQLite load) called now may run in the event
+    loop: the setting allows it and the store would otherwise use its own
+    threads, whose connections see nothing a caller's would not."""
     if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
         return False
     return not has_outer_sync_thread()  # else the caller's thread and connection

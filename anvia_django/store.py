@@ -5,7 +5,8 @@ The async methods wrap the synchronous functions in
 each in one hop to a sync thread: the caller's own one inside a request or
 ``async_to_sync``, else one of the store's database threads
 (:mod:`anvia_django.db_threads`). There, an append to PostgreSQL or SQLite
-runs in the event loop instead (:mod:`anvia_django.event_loops`).
+and a short load from SQLite run in the event loop instead
+(:mod:`anvia_django.event_loops`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .core.memory.types import (
     Message,
 )
 from .db_threads import run_in_db_thread
-from .event_loops import appends_may_run_here
+from .event_loops import may_run_in_event_loop
 from .persistence import (
     append_messages,
     clear_conversation,
@@ -83,13 +84,19 @@ class DjangoMemoryStore:
         return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
+        connection = connections[write_alias(self.using)]
+        # The vendor first: elsewhere the setting's check would be wasted.
+        if async_sqlite.applies(connection) and may_run_in_event_loop():
+            loaded = await async_sqlite.load_on_event_loop(context, connection, self.load_limit)
+            if loaded is not None:
+                return loaded
         return await run_in_db_thread(
             load_messages, context, using=self.using, limit=self.load_limit
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
         alias = write_alias(self.using)
-        if appends_may_run_here():
+        if may_run_in_event_loop():
             # One lookup per append: each costs microseconds (asgiref's Local).
             connection = connections[alias]
             vendor = (

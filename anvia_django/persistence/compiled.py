@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Expression, Field, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 
@@ -52,45 +53,64 @@ class CompiledQuery:
 
     def rows(self, using: str, values: Mapping[str, Any]) -> list[list[Any]]:
         """Run the query on ``using`` with the slots' ``values``."""
-        fetched, compiler = self._execute(using, values)
+        connection = connections[using]
+        return self.rows_from(self._fetch(connection, values), connection)
+
+    def column(self, using: str, values: Mapping[str, Any]) -> list[Any]:
+        """The values of a one-column query (``values_list(name, flat=True)``)."""
+        connection = connections[using]
+        return self.column_from(self._fetch(connection, values), connection)
+
+    def params_for(self, connection: BaseDatabaseWrapper, values: Mapping[str, Any]) -> list[Any]:
+        """The parameters of :attr:`sql` with the slots' ``values``, as
+        ``connection`` takes them (it need not be open)."""
+        return [
+            param.field.get_db_prep_value(values[param.name], connection, prepared=False)
+            if isinstance(param, _Marker)
+            else param
+            for param in self.params
+        ]
+
+    def rows_from(
+        self, fetched: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
+    ) -> list[list[Any]]:
+        """``fetched`` (rows of :attr:`sql`) converted as ``connection``'s compiler would."""
+        compiler = self._compiler(connection)
         converters = compiler.get_converters(self.columns)
         if not converters:
             return [list(row) for row in fetched]
         return list(compiler.apply_converters(fetched, converters))
 
-    def column(self, using: str, values: Mapping[str, Any]) -> list[Any]:
-        """The values of a one-column query (``values_list(name, flat=True)``)."""
-        fetched, compiler = self._execute(using, values)
+    def column_from(
+        self, fetched: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
+    ) -> list[Any]:
+        """The converted values of ``fetched``, rows of a one-column query."""
+        compiler = self._compiler(connection)
         converters = compiler.get_converters(self.columns)
         if not converters:
             return [value for (value,) in fetched]
         # What apply_converters does, without a list per row: a long
         # transcript is one column of a thousand rows or more.
         ((functions, expression),) = converters.values()
-        connection = compiler.connection
         if len(functions) == 1:
             (convert,) = functions
             return [convert(value, expression, connection) for (value,) in fetched]
         return [row[0] for row in compiler.apply_converters(fetched, converters)]
 
-    def _execute(
-        self, using: str, values: Mapping[str, Any]
-    ) -> tuple[list[tuple[Any, ...]], SQLCompiler]:
-        connection = connections[using]
-        params = [
-            param.field.get_db_prep_value(values[param.name], connection, prepared=False)
-            if isinstance(param, _Marker)
-            else param
-            for param in self.params
-        ]
+    def _fetch(
+        self, connection: BaseDatabaseWrapper, values: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]:
         with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
-            fetched = cursor.fetchall()
-        # A compiler bound to this thread's connection, for its converters.
+            cursor.execute(self.sql, self.params_for(connection, values))
+            fetched: list[tuple[Any, ...]] = cursor.fetchall()
+        return fetched
+
+    def _compiler(self, connection: BaseDatabaseWrapper) -> SQLCompiler:
+        # Bound to the caller's connection object, for its converters.
         compiler: SQLCompiler = connection.ops.compiler("SQLCompiler")(
-            self.query, connection, using
+            self.query, connection, connection.alias
         )
-        return fetched, compiler
+        return compiler
 
 
 def compile_once(queryset: QuerySet[Any, Any], using: str) -> CompiledQuery:
