@@ -1,4 +1,5 @@
-"""Appends from asyncio code on psycopg's async connections, with no thread hop.
+"""Appends and short loads from asyncio code on psycopg's async connections,
+with no thread hop.
 
 Where :mod:`anvia_django.event_loops` lets an append run in the event loop,
 on PostgreSQL (psycopg 3) it is normally one statement, a call of the
@@ -10,13 +11,20 @@ opens per event loop from the alias's own settings.
 What the function leaves to the steps (a retry, another user's session, a
 database without the function) and any database error goes to the store's
 threads as before, to the append in steps and Django's error types. What is
-not an append always goes there.
+neither an append nor a short load always goes there.
 
 Appends that the loop's tasks make while the connections are busy share
 a transaction when a connection comes free: one statement, one round trip
 and one commit for up to :data:`MOST_APPENDS_PER_TRANSACTION` appends. Each
 caller still hears only after the commit; should the group fail, each of
 its appends runs alone in steps.
+
+A load (``store.load``) runs there too, on the same connections, with the
+queries of the thread's :func:`~anvia_django.persistence.reads.load_messages`
+(see :func:`load_on_event_loop`), as long as it is short: past
+:data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
+:data:`~anvia_django.event_loops.MOST_LOADED_CHARS` of message text, or on
+any psycopg error, it goes to the thread.
 
 Connections: at most ``STORE_THREADS`` per alias and event loop, opened on
 demand with the alias's ``OPTIONS`` (``prepare_threshold`` as Django would
@@ -33,6 +41,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -40,9 +49,11 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .conf import app_settings
-from .core.memory.types import MemoryAppendInput
+from .core.memory.types import MemoryAppendInput, MemoryContext, Message
+from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
-from .event_loops import PerEventLoop
+from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
+from .persistence.compiled import CompiledQuery
 from .persistence.dialects import (
     AppendRequest,
     OneStatementAppend,
@@ -51,6 +62,7 @@ from .persistence.dialects import (
     has_async_driver,
 )
 from .persistence.notify import send_committed
+from .persistence.reads import read_messages
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
@@ -87,6 +99,84 @@ async def append_on_event_loop(
     await send_committed(messages_appended, using=alias, **appended_signal(input, conversation))
 
 
+async def load_on_event_loop(
+    context: MemoryContext, connection: BaseDatabaseWrapper, limit: int | None
+) -> list[Message] | None:
+    """``store.load(context)`` with the store's ``load_limit``, where
+    :func:`applies` says it may run; ``None`` when it is left to the thread
+    (too long, or a psycopg error), having raised nothing else.
+
+    :func:`~anvia_django.persistence.reads.read_messages` is synchronous, so
+    it is replayed: it runs on the rows fetched so far, and where it asks for
+    rows not fetched yet it stops (:class:`_Unread`); those are fetched on a
+    loop connection, without blocking, and it runs again. A load is one
+    query, or two when a user-scoped read found nothing (then the owner).
+    Each query runs alone in autocommit, its own snapshot, as through
+    Django's connection in autocommit.
+    """
+    validate_context(context, app_settings.input_limits)
+    import psycopg
+
+    held = loop_connections.get(connection.alias)
+    load = (context.session_id, limit)
+    if load in held.long_loads:
+        return None
+    fetched: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for _ in range(_MOST_QUERIES_PER_LOAD + 1):
+        try:
+            return read_messages(_Replay(fetched, connection), context, connection.alias, limit)
+        except _Unread as unread:
+            query, values = unread.query, unread.values
+        try:
+            rows = await held.fetch_all(query.sql, query.params_for(connection, values))
+        except psycopg.Error:
+            return None  # the thread reports it in Django's types
+        if rows is None:
+            held.long_loads.add(load)
+            return None
+        fetched[_key(query, values)] = rows
+    return None  # not reached: read_messages runs two queries at most
+
+
+_MOST_QUERIES_PER_LOAD = 2
+
+
+class _Unread(Exception):
+    """Rows a replayed load needs and has not fetched yet."""
+
+    def __init__(self, query: CompiledQuery, values: Mapping[str, Any]) -> None:
+        self.query = query
+        self.values = values
+
+
+def _key(query: CompiledQuery, values: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (query.sql, *values.items())
+
+
+class _Replay:
+    """A :class:`~anvia_django.persistence.reads.Reader` of rows already
+    fetched, converted through Django's connection in the loop's thread
+    (which stays closed), as the thread converts its own."""
+
+    def __init__(
+        self, fetched: dict[tuple[Any, ...], list[tuple[Any, ...]]], connection: BaseDatabaseWrapper
+    ) -> None:
+        self.fetched = fetched
+        self.connection = connection
+
+    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
+        return query.column_from(self._rows(query, values), self.connection)
+
+    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
+        return query.rows_from(self._rows(query, values), self.connection)
+
+    def _rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        try:
+            return self.fetched[_key(query, values)]
+        except KeyError:
+            raise _Unread(query, values) from None
+
+
 MOST_APPENDS_PER_TRANSACTION = 8
 """At 16 tasks, two groups of 8 kept this project's 2-core benchmark machine's
 client and server both busy; groups of 16 made them take turns."""
@@ -98,13 +188,28 @@ class _Waiting(NamedTuple):
     future: asyncio.Future[Any]
 
 
+class _Read(NamedTuple):
+    """A load's query waiting for a connection."""
+
+    sql: str
+    params: list[Any]
+    future: asyncio.Future[Any]
+
+
 class LoopConnections:
     """Up to ``size`` async connections to one alias, for one event loop.
 
     Each connection runs one group of appends at a time: those waiting when
     it comes free, at most :data:`MOST_APPENDS_PER_TRANSACTION`. One append
     alone is its statement in autocommit; several are one statement, in a
-    transaction sent in one round trip (psycopg's pipeline mode).
+    transaction sent in one round trip (psycopg's pipeline mode). Or it runs
+    one load's query (:meth:`fetch_all`), in autocommit.
+
+    Each connection in use is held by one of at most ``size`` holders: a
+    runner task, which takes the waiting appends and loads in turn until
+    none is left, or a load running in its caller's task. A holder takes an
+    idle connection or, when there is none, opens one, so there are never
+    more than ``size`` connections, and no two holders share one.
     """
 
     def __init__(self, alias: str, size: int) -> None:
@@ -116,11 +221,15 @@ class LoopConnections:
         self._max_age = connections[alias].settings_dict.get("CONN_MAX_AGE")
         self._size = size
         self._runners: set[asyncio.Task[None]] = set()
-        self._waiting: list[_Waiting] = []
+        self._holders = 0
+        """Runners and loads in their callers' tasks, each holding (or
+        about to hold) one connection; at most ``size``."""
+        self._waiting: list[_Waiting | _Read] = []
         self._idle: list[tuple[Any, float]] = []
         self._give_way = ""
         self.opened: set[Any] = set()
         """Every connection not yet closed, to close them from any thread."""
+        self.long_loads = LongLoads()
 
     async def fetch_one(self, session_id: str, statement: OneStatementAppend) -> Any:
         """Run the append ``statement`` for ``session_id``; its row, or ``None``.
@@ -133,10 +242,8 @@ class LoopConnections:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting.append(_Waiting(session_id, statement, future))
-        if len(self._runners) < self._size:
-            runner = loop.create_task(self._run_waiting())
-            self._runners.add(runner)
-            runner.add_done_callback(self._runners.discard)
+        if self._holders < self._size:
+            self._start_runner(loop)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -144,10 +251,62 @@ class LoopConnections:
                 await future
             raise
 
+    async def fetch_all(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        """The rows of a load's query, or ``None`` when they are past the
+        bounds of :class:`~anvia_django.event_loops.LoadBound` (the rest is
+        not converted: psycopg converts rows as they are fetched).
+
+        With a holder's place free and nothing waiting, it runs right in the
+        caller's task; else it waits its turn with the appends, for a
+        runner. Raises the query's psycopg error. A read changes nothing, so
+        a cancelled caller stops waiting at once.
+        """
+        if self._holders < self._size and not self._waiting:
+            self._holders += 1
+            try:
+                return await self._read(sql, params)
+            finally:
+                self._holders -= 1
+                if self._waiting:  # queued while this load held its place
+                    self._start_runner(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append(_Read(sql, params, future))
+        if self._holders < self._size:
+            self._start_runner(loop)
+        return await future  # type: ignore[no-any-return]
+
+    def _start_runner(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._holders += 1
+        runner = loop.create_task(self._run_waiting())
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
+
+    def _next_group(self) -> list[_Waiting | _Read]:
+        """The waiting load, or the waiting appends before the next load
+        (at most :data:`MOST_APPENDS_PER_TRANSACTION`), first come first."""
+        if isinstance(self._waiting[0], _Read):
+            return [self._waiting.pop(0)]
+        count = 1
+        while count < min(MOST_APPENDS_PER_TRANSACTION, len(self._waiting)) and isinstance(
+            self._waiting[count], _Waiting
+        ):
+            count += 1
+        group = self._waiting[:count]
+        del self._waiting[:count]
+        return group
+
     async def _run_waiting(self) -> None:
+        try:
+            await self._run_each_waiting()
+        finally:
+            self._holders -= 1
+
+    async def _run_each_waiting(self) -> None:
         while self._waiting:
-            group = self._waiting[:MOST_APPENDS_PER_TRANSACTION]
-            del self._waiting[:MOST_APPENDS_PER_TRANSACTION]
+            group = self._next_group()
+            if group[0].future.done():
+                continue  # a load whose caller stopped waiting
             try:
                 rows = await self._run_group(group)
             except BaseException as error:
@@ -167,17 +326,33 @@ class LoopConnections:
                     if not waiting.future.done():
                         waiting.future.set_result(row)
 
-    async def _run_group(self, group: list[_Waiting]) -> list[Any]:
+    async def _run_group(self, group: list[_Waiting | _Read]) -> list[Any]:
+        first = group[0]
+        if isinstance(first, _Read):
+            return [await self._read(first.sql, first.params)]
+        appends = [waiting for waiting in group if isinstance(waiting, _Waiting)]
         connection, opened_at = self._idle.pop() if self._idle else await self._connect()
         reusable = False
         try:
-            if len(group) == 1:
-                (waiting,) = group
-                statement = waiting.statement
+            if len(appends) == 1:
+                statement = first.statement
                 cursor = await connection.execute(_binary(statement.sql), statement.params)
                 rows = [await cursor.fetchone()]
             else:
-                rows = await self._in_one_transaction(connection, group)
+                rows = await self._in_one_transaction(connection, appends)
+            reusable = self._reusable(connection, opened_at)
+            return rows
+        finally:
+            if reusable:
+                self._idle.append((connection, opened_at))
+            else:
+                await self._close(connection)
+
+    async def _read(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        connection, opened_at = self._idle.pop() if self._idle else await self._connect()
+        reusable = False
+        try:
+            rows = await _fetch_bounded(connection, sql, params)
             reusable = self._reusable(connection, opened_at)
             return rows
         finally:
@@ -264,6 +439,25 @@ class LoopConnections:
                 connection.pgconn.finish()
         self.opened.clear()
         self._idle.clear()
+
+
+async def _fetch_bounded(
+    connection: Any, sql: str, params: list[Any]
+) -> list[tuple[Any, ...]] | None:
+    # Not a named (server-side) cursor: the whole result arrives with the
+    # execute, and psycopg converts each row only when it is fetched.
+    cursor = connection.cursor()
+    try:
+        await cursor.execute(sql, params)
+        fetched: list[tuple[Any, ...]] = []
+        bound = LoadBound()
+        while batch := await cursor.fetchmany(LOAD_BATCH):
+            fetched += batch
+            if bound.passed_by(batch):
+                return None
+        return fetched
+    finally:
+        await cursor.close()
 
 
 @lru_cache(maxsize=8)

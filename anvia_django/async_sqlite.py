@@ -26,10 +26,11 @@ connection would not see it.
 
 A load runs there too, on the same connection and with the same queries
 as on the thread (:func:`~anvia_django.persistence.reads.read_messages`),
-as long as it is short: past :data:`MOST_LOADED_ROWS` rows or
-:data:`MOST_LOADED_CHARS` of message text it stops reading and goes to the
-thread, so that a long transcript's fetching and decoding never hold the
-event loop. So does a load that meets any ``sqlite3`` error, such as a
+as long as it is short: past
+:data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
+:data:`~anvia_django.event_loops.MOST_LOADED_CHARS` of message text it
+stops reading and goes to the thread, so that a long transcript's fetching
+and decoding never hold the event loop. So does a load that meets any ``sqlite3`` error, such as a
 writer's lock in rollback-journal mode (busy timeout 0 here too).
 """
 
@@ -51,7 +52,7 @@ from .conf import app_settings
 from .core.memory.types import MemoryAppendInput, MemoryContext, Message
 from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
-from .event_loops import PerEventLoop
+from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
 from .persistence.compiled import CompiledQuery
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
@@ -94,25 +95,10 @@ async def load_on_event_loop(
         db = await held.connection()
         return read_messages(_LoopReader(db, connection), context, connection.alias, limit)
     except _TooLong:
-        held.remember_long(load)
+        held.long_loads.add(load)
         return None
     except sqlite3.Error:
         return None
-
-
-MOST_LOADED_ROWS = 100
-"""A load that reads more rows goes to the thread; one row more is read to know."""
-
-MOST_LOADED_CHARS = 128 * 1024
-"""Nor does a load read more message text than this in the event loop (give
-or take the batch that crosses it)."""
-
-_BATCH = 16
-"""Rows fetched at a time, so that a few long messages are not all read
-before the size bound sends the load to the thread."""
-
-MOST_REMEMBERED_LONG_LOADS = 1024
-"""Loads found too long, remembered per event loop (see ``LoopDatabase.long_loads``)."""
 
 
 class _TooLong(Exception):
@@ -138,12 +124,10 @@ class _LoopReader:
         cursor = self.db.execute(_qmark(query.sql), params)
         try:
             fetched: list[tuple[Any, ...]] = []
-            chars = 0
-            while batch := cursor.fetchmany(_BATCH):
+            bound = LoadBound()
+            while batch := cursor.fetchmany(LOAD_BATCH):
                 fetched += batch
-                # The message (or the owner) is the last column.
-                chars += sum([len(row[-1] or "") for row in batch])
-                if len(fetched) > MOST_LOADED_ROWS or chars > MOST_LOADED_CHARS:
+                if bound.passed_by(batch):
                     raise _TooLong
             return fetched
         finally:
@@ -180,10 +164,7 @@ class LoopDatabase:
         self.db: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._waiting: list[_Waiting] = []
-        self.long_loads: dict[tuple[str, int | None], None] = {}
-        """``(session_id, load_limit)`` of loads found too long here, oldest
-        first: they go straight to the thread (a long transcript rarely gets
-        short again), sparing the event loop a read it would throw away."""
+        self.long_loads = LongLoads()
 
     async def append(self, connection: BaseDatabaseWrapper, append: AppendRequest) -> Outcome:
         """Queue ``append`` for the next group commit and wait for its outcome.
@@ -287,11 +268,6 @@ class LoopDatabase:
             _roll_back(db)
             raise
         return outcomes
-
-    def remember_long(self, load: tuple[str, int | None]) -> None:
-        self.long_loads[load] = None
-        if len(self.long_loads) > MOST_REMEMBERED_LONG_LOADS:
-            del self.long_loads[next(iter(self.long_loads))]
 
     def close(self) -> None:
         """Close the connection, from any thread, when its loop no longer uses

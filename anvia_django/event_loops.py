@@ -1,4 +1,4 @@
-"""Appends (and SQLite loads) in the event loop: when they may run there, and
+"""Appends and short loads in the event loop: when they may run there, and
 the connections kept per loop.
 
 Where :mod:`anvia_django.db_threads` would send a store call to one of the
@@ -7,10 +7,10 @@ around it), the call already runs on connections of the store's own, so
 nothing a caller holds is lost by leaving Django's connection objects too.
 There an append runs in the event loop itself, on connections the store
 keeps per event loop and alias: :mod:`anvia_django.async_postgres` (psycopg
-3's async connections) and :mod:`anvia_django.async_sqlite`, which runs
-short loads there too. The two thread hops cost more than an append's own
-statements, or a short load's. What those modules cannot do there goes to
-the store's threads as before.
+3's async connections) and :mod:`anvia_django.async_sqlite`. Short loads run
+there too, on the same connections. The two thread hops cost more than an
+append's own statements, or a short load's. What those modules cannot do
+there goes to the store's threads as before.
 
 ``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False`` keeps appends (and loads) on
 the threads too, e.g. for instrumentation that wraps Django's cursors:
@@ -33,12 +33,64 @@ T = TypeVar("T")
 
 
 def may_run_in_event_loop() -> bool:
-    """Whether an append (or a SQLite load) called now may run in the event
+    """Whether an append (or a short load) called now may run in the event
     loop: the setting allows it and the store would otherwise use its own
     threads, whose connections see nothing a caller's would not."""
     if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
         return False
     return not has_outer_sync_thread()  # else the caller's thread and connection
+
+
+MOST_LOADED_ROWS = 100
+"""A load in the event loop that reads more rows goes to the thread; one row
+more is read to know."""
+
+MOST_LOADED_CHARS = 128 * 1024
+"""Nor does a load read more message text than this in the event loop (give
+or take the batch that crosses it)."""
+
+LOAD_BATCH = 16
+"""Rows fetched at a time, so that a few long messages are not all read
+before the size bound sends the load to the thread."""
+
+MOST_REMEMBERED_LONG_LOADS = 1024
+"""Loads found too long, remembered per event loop and alias (:class:`LongLoads`)."""
+
+
+class LoadBound:
+    """Counts one query's rows as a load in the event loop fetches them, in
+    batches of :data:`LOAD_BATCH`, against :data:`MOST_LOADED_ROWS` and
+    :data:`MOST_LOADED_CHARS` (the last column: the message, or the owner)."""
+
+    __slots__ = ("chars", "rows")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.chars = 0
+
+    def passed_by(self, batch: list[tuple[Any, ...]]) -> bool:
+        """Count ``batch`` in; whether the query is now past a bound."""
+        self.rows += len(batch)
+        self.chars += sum([len(row[-1] or "") for row in batch])
+        return self.rows > MOST_LOADED_ROWS or self.chars > MOST_LOADED_CHARS
+
+
+class LongLoads:
+    """``(session_id, load_limit)`` of loads found too long in one event loop,
+    oldest first, at most :data:`MOST_REMEMBERED_LONG_LOADS`: they go straight
+    to the thread (a long transcript rarely gets short again), sparing the
+    event loop a read it would throw away."""
+
+    def __init__(self) -> None:
+        self._loads: dict[tuple[str, int | None], None] = {}
+
+    def __contains__(self, load: tuple[str, int | None]) -> bool:
+        return load in self._loads
+
+    def add(self, load: tuple[str, int | None]) -> None:
+        self._loads[load] = None
+        if len(self._loads) > MOST_REMEMBERED_LONG_LOADS:
+            del self._loads[next(iter(self._loads))]
 
 
 class PerEventLoop(Generic[T]):

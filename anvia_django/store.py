@@ -5,13 +5,16 @@ The async methods wrap the synchronous functions in
 each in one hop to a sync thread: the caller's own one inside a request or
 ``async_to_sync``, else one of the store's database threads
 (:mod:`anvia_django.db_threads`). There, an append to PostgreSQL or SQLite
-and a short load from SQLite run in the event loop instead
+and a short load from either run in the event loop instead
 (:mod:`anvia_django.event_loops`).
 """
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import async_postgres, async_sqlite
 from .core.memory.branches import MemoryForkInput
@@ -44,6 +47,16 @@ from .persistence import (
 )
 from .persistence.databases import write_alias
 from .persistence.writes import validated_append
+
+
+def _event_loop_vendor(connection: BaseDatabaseWrapper) -> ModuleType | None:
+    """The module that runs appends and short loads to ``connection``'s
+    database in the event loop, if any (see :mod:`anvia_django.event_loops`)."""
+    if async_postgres.applies(connection):
+        return async_postgres
+    if async_sqlite.applies(connection):
+        return async_sqlite
+    return None
 
 
 class DjangoMemoryInspector:
@@ -86,8 +99,11 @@ class DjangoMemoryStore:
     async def load(self, context: MemoryContext) -> list[Message]:
         connection = connections[write_alias(self.using)]
         # The vendor first: elsewhere the setting's check would be wasted.
-        if async_sqlite.applies(connection) and may_run_in_event_loop():
-            loaded = await async_sqlite.load_on_event_loop(context, connection, self.load_limit)
+        vendor = _event_loop_vendor(connection)
+        if vendor is not None and may_run_in_event_loop():
+            loaded: list[Message] | None = await vendor.load_on_event_loop(
+                context, connection, self.load_limit
+            )
             if loaded is not None:
                 return loaded
         return await run_in_db_thread(
@@ -99,13 +115,7 @@ class DjangoMemoryStore:
         if may_run_in_event_loop():
             # One lookup per append: each costs microseconds (asgiref's Local).
             connection = connections[alias]
-            vendor = (
-                async_postgres
-                if async_postgres.applies(connection)
-                else async_sqlite
-                if async_sqlite.applies(connection)
-                else None
-            )
+            vendor = _event_loop_vendor(connection)
             if vendor is not None:
                 append = validated_append(input)
                 if append is not None:

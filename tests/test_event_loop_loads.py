@@ -22,7 +22,7 @@ from django.db.backends.sqlite3.base import DatabaseWrapper
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anvia_django import async_sqlite, db_threads
+from anvia_django import async_sqlite, db_threads, event_loops
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
 from anvia_django.persistence import append_messages, load_messages
@@ -183,10 +183,10 @@ def test_bad_input_is_refused_before_any_query(loop_reads: list[str]) -> None:
 @pytest.mark.parametrize(
     ("count", "size", "on_the_loop"),
     [
-        (async_sqlite.MOST_LOADED_ROWS, 10, True),
-        (async_sqlite.MOST_LOADED_ROWS + 1, 10, False),
-        (3, async_sqlite.MOST_LOADED_CHARS // 4, True),
-        (3, async_sqlite.MOST_LOADED_CHARS // 2, False),
+        (event_loops.MOST_LOADED_ROWS, 10, True),
+        (event_loops.MOST_LOADED_ROWS + 1, 10, False),
+        (3, event_loops.MOST_LOADED_CHARS // 4, True),
+        (3, event_loops.MOST_LOADED_CHARS // 2, False),
     ],
 )
 def test_long_or_large_transcripts_go_to_the_thread(
@@ -213,7 +213,7 @@ def test_a_window_longer_than_the_loops_bound_goes_to_the_thread() -> None:
 def test_a_session_found_too_long_goes_straight_to_the_thread_next_time(
     loop_reads: list[str],
 ) -> None:
-    write("long", async_sqlite.MOST_LOADED_ROWS + 5)
+    write("long", event_loops.MOST_LOADED_ROWS + 5)
     store = DjangoMemoryStore()
 
     async def main() -> None:
