@@ -41,7 +41,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -331,30 +331,26 @@ class LoopConnections:
         if isinstance(first, _Read):
             return [await self._read(first.sql, first.params)]
         appends = [waiting for waiting in group if isinstance(waiting, _Waiting)]
-        connection, opened_at = self._idle.pop() if self._idle else await self._connect()
-        reusable = False
-        try:
-            if len(appends) == 1:
-                statement = first.statement
-                cursor = await connection.execute(_binary(statement.sql), statement.params)
-                rows = [await cursor.fetchone()]
-            else:
-                rows = await self._in_one_transaction(connection, appends)
-            reusable = self._reusable(connection, opened_at)
-            return rows
-        finally:
-            if reusable:
-                self._idle.append((connection, opened_at))
-            else:
-                await self._close(connection)
+        async with self._connection() as connection:
+            if len(appends) > 1:
+                return await self._in_one_transaction(connection, appends)
+            statement = first.statement
+            cursor = await connection.execute(_binary(statement.sql), statement.params)
+            return [await cursor.fetchone()]
 
     async def _read(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        async with self._connection() as connection:
+            return await _fetch_bounded(connection, sql, params)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """An idle connection, or a new one; back to the idle ones after a
+        use that left it reusable, else closed."""
         connection, opened_at = self._idle.pop() if self._idle else await self._connect()
         reusable = False
         try:
-            rows = await _fetch_bounded(connection, sql, params)
+            yield connection
             reusable = self._reusable(connection, opened_at)
-            return rows
         finally:
             if reusable:
                 self._idle.append((connection, opened_at))
