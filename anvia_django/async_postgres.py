@@ -305,7 +305,7 @@ class LoopConnections:
     async def _run_each_waiting(self) -> None:
         while self._waiting:
             group = self._next_group()
-            if group[0].future.done():
+            if isinstance(group[0], _Read) and group[0].future.done():
                 continue  # a load whose caller stopped waiting
             try:
                 rows = await self._run_group(group)
