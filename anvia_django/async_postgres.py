@@ -62,7 +62,7 @@ from .persistence.dialects import (
     has_async_driver,
 )
 from .persistence.notify import send_committed
-from .persistence.reads import read_messages
+from .persistence.reads import RawRowsReader, read_messages
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
@@ -153,7 +153,7 @@ def _key(query: CompiledQuery, values: Mapping[str, Any]) -> tuple[Any, ...]:
     return (query.sql, *values.items())
 
 
-class _Replay:
+class _Replay(RawRowsReader):
     """A :class:`~anvia_django.persistence.reads.Reader` of rows already
     fetched, converted through Django's connection in the loop's thread
     (which stays closed), as the thread converts its own."""
@@ -161,16 +161,10 @@ class _Replay:
     def __init__(
         self, fetched: dict[tuple[Any, ...], list[tuple[Any, ...]]], connection: BaseDatabaseWrapper
     ) -> None:
+        super().__init__(connection)
         self.fetched = fetched
-        self.connection = connection
 
-    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
-        return query.column_from(self._rows(query, values), self.connection)
-
-    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
-        return query.rows_from(self._rows(query, values), self.connection)
-
-    def _rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         try:
             return self.fetched[_key(query, values)]
         except KeyError:

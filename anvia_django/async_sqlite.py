@@ -30,8 +30,9 @@ as long as it is short: past
 :data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
 :data:`~anvia_django.event_loops.MOST_LOADED_CHARS` of message text it
 stops reading and goes to the thread, so that a long transcript's fetching
-and decoding never hold the event loop. So does a load that meets any ``sqlite3`` error, such as a
-writer's lock in rollback-journal mode (busy timeout 0 here too).
+and decoding never hold the event loop. So does a load that meets any
+``sqlite3`` error, such as a writer's lock in rollback-journal mode (busy
+timeout 0 here too).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
 from .persistence.compiled import CompiledQuery
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
-from .persistence.reads import read_messages
+from .persistence.reads import RawRowsReader, read_messages
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
@@ -105,19 +106,13 @@ class _TooLong(Exception):
     pass
 
 
-class _LoopReader:
+class _LoopReader(RawRowsReader):
     """Runs a load's compiled queries on the loop's connection, converting
     rows through Django's connection in the loop's thread (which stays closed)."""
 
     def __init__(self, db: sqlite3.Connection, connection: BaseDatabaseWrapper) -> None:
+        super().__init__(connection)
         self.db = db
-        self.connection = connection
-
-    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
-        return query.column_from(self._fetch(query, values), self.connection)
-
-    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
-        return query.rows_from(self._fetch(query, values), self.connection)
 
     def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         params = query.params_for(self.connection, values)

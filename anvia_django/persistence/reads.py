@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Subquery
 
 from anvia_django.conf import app_settings
@@ -30,6 +31,24 @@ class Reader(Protocol):
     def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]: ...
 
     def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]: ...
+
+
+class RawRowsReader:
+    """A :class:`Reader` whose subclass fetches a query's raw rows
+    (:meth:`_fetch`) on a connection of its own; they are converted as
+    Django's ``connection`` (the wrapper, never opened here) converts its own."""
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.connection = connection
+
+    def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
+        return query.column_from(self._fetch(query, values), self.connection)
+
+    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
+        return query.rows_from(self._fetch(query, values), self.connection)
 
 
 @dataclass(frozen=True, slots=True)
