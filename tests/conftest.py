@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from anvia_django import signals
 from anvia_django.db_threads import close_db_threads
@@ -21,6 +21,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"))
         if "server" in item.keywords and vendor == "sqlite":
             item.add_marker(pytest.mark.skip(reason="needs a database server, not SQLite"))
+        if "event_loop" in item.keywords and vendor not in ("sqlite", "postgresql"):
+            item.add_marker(pytest.mark.skip(reason="needs SQLite or PostgreSQL"))
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +45,28 @@ def appended() -> Iterator[list[dict[str, Any]]]:
     signals.messages_appended.connect(record)
     yield calls
     signals.messages_appended.disconnect(record)
+
+
+@pytest.fixture(scope="module")
+def pooled_alias() -> Iterator[str]:
+    """A second alias to the test database through Django's psycopg pool.
+
+    Module-scoped so that it exists before pytest-django checks the test's
+    ``databases``.
+    """
+    pytest.importorskip("psycopg_pool")
+    alias = "pooled"
+    default = connections["default"].settings_dict
+    connections.settings[alias] = {
+        **default,
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {**default["OPTIONS"], "pool": {"min_size": 1, "max_size": 2}},
+        "TEST": {**default["TEST"], "MIRROR": "default"},
+    }
+    try:
+        yield alias
+    finally:
+        close_db_threads()
+        connections[alias].close_pool()  # type: ignore[attr-defined]
+        connections[alias].close()
+        del connections.settings[alias]

@@ -226,31 +226,6 @@ def test_a_dead_connection_is_replaced_after_the_call_that_met_it(settings: Any)
     assert Conversation.objects.get(session_id="after").message_count == 1
 
 
-@pytest.fixture(scope="module")
-def pooled_alias() -> Iterator[str]:
-    """A second alias to the test database through Django's psycopg pool.
-
-    Module-scoped so that it exists before pytest-django checks the test's
-    ``databases``.
-    """
-    pytest.importorskip("psycopg_pool")
-    alias = "pooled"
-    default = connections["default"].settings_dict
-    connections.settings[alias] = {
-        **default,
-        "CONN_MAX_AGE": 0,
-        "OPTIONS": {**default["OPTIONS"], "pool": {"min_size": 1, "max_size": 2}},
-        "TEST": {**default["TEST"], "MIRROR": "default"},
-    }
-    try:
-        yield alias
-    finally:
-        close_db_threads()
-        connections[alias].close_pool()  # type: ignore[attr-defined]
-        connections[alias].close()
-        del connections.settings[alias]
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True, databases=["default", "pooled"])
 def test_psycopg_pool_connections_go_back_after_each_call(pooled_alias: str, settings: Any) -> None:

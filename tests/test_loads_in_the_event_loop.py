@@ -1,66 +1,49 @@
-"""Short loads from plain asyncio code on SQLite: the event loop's own connection.
+"""Short loads from plain asyncio code, in the event loop: SQLite and PostgreSQL.
 
 What the store's thread returns, the loop returns: the same messages (types
-and order), the same windows, the same scope error. What the loop must not
-do is hold itself up: a long transcript, a large one, a locked database or
-any ``sqlite3`` error sends the load to the thread. A caller with a thread
-of its own (``async_to_sync``, a request) keeps its connection and its
-transaction, and ``EVENT_LOOP_APPENDS = False`` keeps loads on the threads.
+and order), the same windows, the same scope error, on the connections the
+loop's appends use. A long or large transcript sends the load to the
+thread, which the loop then remembers. A caller with a thread of its own
+(``async_to_sync``, a request) keeps its connection and its transaction,
+and ``EVENT_LOOP_APPENDS = False`` keeps loads on the threads. What only one
+database does (a locked SQLite file, a killed PostgreSQL connection) is in
+``test_async_sqlite_loads.py`` and ``test_async_postgres_loads.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import sqlite3
-import threading
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
-from django.db.backends.sqlite3.base import DatabaseWrapper
+from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anvia_django import async_sqlite, db_threads, event_loops
+from anvia_django import event_loops
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
+from anvia_django.db_threads import close_db_threads
 from anvia_django.persistence import append_messages, load_messages
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, run, user
 from .integrations.common import json_values
+from .loop_loads import (
+    held_by_loops,
+    load_in_a_loop,
+    loop_connections,
+    loop_reads,
+    store_threads_used,
+    write,
+)
 
-pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.event_loop, pytest.mark.django_db(transaction=True)]
 
+__all__ = ["loop_reads"]  # the fixture
 
-@pytest.fixture
-def loop_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The SQL of every query a load ran on an event loop's connection."""
-    sent: list[str] = []
-    fetch = async_sqlite._LoopReader._fetch
-
-    def spy(self: async_sqlite._LoopReader, query: Any, values: Any) -> Any:
-        sent.append(query.sql)
-        return fetch(self, query, values)
-
-    monkeypatch.setattr(async_sqlite._LoopReader, "_fetch", spy)
-    return sent
-
-
-def store_threads_used() -> bool:
-    return db_threads._pools != {}
-
-
-def write(session_id: str, count: int, *, user_id: str | None = None, size: int = 10) -> None:
-    """``count`` messages in runs of three, written through Django's connection."""
-    for start in range(0, count, 3):
-        batch = [user(f"{n}:" + "x" * size) for n in range(start, min(start + 3, count))]
-        append_messages(append_input(session_id, batch, run_id=f"run-{start}", user_id=user_id))
-
-
-def load_in_a_loop(store: DjangoMemoryStore, context: MemoryContext) -> Any:
-    return asyncio.run(store.load(context))
+_sessions = itertools.count()
 
 
 def test_a_short_load_runs_on_the_loops_connection_not_on_a_thread(
@@ -75,21 +58,25 @@ def test_a_short_load_runs_on_the_loops_connection_not_on_a_thread(
     assert len(loop_reads) == 1  # one query, as on the thread
 
 
-def test_loads_and_appends_of_one_loop_share_its_connection(loop_reads: list[str]) -> None:
+def test_loads_and_appends_of_one_loop_share_its_connection(
+    loop_reads: list[tuple[Any, str]],
+) -> None:
     store = DjangoMemoryStore()
-    context = MemoryContext("shared")
+    context = MemoryContext("shared", user_id="alice")
 
     async def main() -> list[Any]:
         loaded = []
         for turn in (1, 2):
-            await store.append(append_input("shared", [user(str(turn))], turn=turn))
+            sent = append_input("shared", [user(str(turn))], turn=turn, user_id="alice")
+            await store.append(sent)
             loaded.append(await store.load(context))  # sees the append just committed
-        assert len(async_sqlite.loop_databases.all()) == 1
+        (connection,) = loop_connections()
+        assert [used for used, _ in loop_reads] == [connection, connection]
         return loaded
 
     assert asyncio.run(main()) == [[user("1")], [user("1"), user("2")]]
     assert not store_threads_used()
-    assert len(loop_reads) == 2
+    assert len(loop_reads) == 2  # one query per load, as on the thread
 
 
 @settings(
@@ -105,7 +92,7 @@ def test_loads_and_appends_of_one_loop_share_its_connection(loop_reads: list[str
     )
 )
 def test_the_loop_loads_exactly_what_the_thread_loads(contents: list[dict[str, Any]]) -> None:
-    session_id = f"same-{next(_sessions)}"
+    session_id = f"same-{next(_sessions)} % é"
     messages = [{"role": "assistant", **content} for content in contents]
     append_messages(append_input(session_id, messages))
     context = MemoryContext(session_id)
@@ -115,9 +102,6 @@ def test_the_loop_loads_exactly_what_the_thread_loads(contents: list[dict[str, A
     # repr tells 1 from 1.0 and True from 1, which == would not.
     assert repr(loaded) == repr(load_messages(context)) == repr(messages)
     assert not store_threads_used()
-
-
-_sessions = itertools.count()
 
 
 @settings(
@@ -147,36 +131,42 @@ def test_load_limit_windows_are_the_threads_windows(
 
 @pytest.mark.parametrize("limit", [None, 5])
 def test_another_users_session_raises_in_the_loop_as_on_the_thread(
-    limit: int | None, loop_reads: list[str]
+    limit: int | None, loop_reads: list[tuple[Any, str]]
 ) -> None:
     write("owned", 4, user_id="alice")
     store = DjangoMemoryStore(load_limit=limit)
 
-    with pytest.raises(ConversationScopeError):
+    with pytest.raises(ConversationScopeError) as in_the_loop:
         load_in_a_loop(store, MemoryContext("owned", user_id="mallory"))
-    with pytest.raises(ConversationScopeError):
+    with pytest.raises(ConversationScopeError) as on_the_thread:
         load_messages(MemoryContext("owned", user_id="mallory"), limit=limit)
+    assert str(in_the_loop.value) == str(on_the_thread.value)
     assert not store_threads_used()
     assert len(loop_reads) == 2  # the scoped read found nothing; then the owner
 
 
-def test_unknown_and_trusted_contexts_load_as_on_the_thread() -> None:
+def test_unknown_and_trusted_contexts_load_as_on_the_thread(
+    loop_reads: list[tuple[Any, str]],
+) -> None:
     write("trusted", 2, user_id="alice")
     store = DjangoMemoryStore()
-    for context in (
+    contexts = (
         MemoryContext("unknown", user_id="bob"),
         MemoryContext("unknown"),
         MemoryContext("trusted"),
         MemoryContext("trusted", user_id="alice"),
-    ):
+    )
+    for context in contexts:
         assert load_in_a_loop(store, context) == load_messages(context)
     assert not store_threads_used()
+    assert len(loop_reads) == 5  # the unknown session's scoped load asks for its owner
 
 
-def test_bad_input_is_refused_before_any_query(loop_reads: list[str]) -> None:
+def test_bad_input_is_refused_before_any_query(loop_reads: list[tuple[Any, str]]) -> None:
     with pytest.raises(InvalidMemoryInputError):
         load_in_a_loop(DjangoMemoryStore(), MemoryContext(""))
     assert loop_reads == []
+    assert loop_connections() == []
     assert not store_threads_used()
 
 
@@ -190,114 +180,69 @@ def test_bad_input_is_refused_before_any_query(loop_reads: list[str]) -> None:
     ],
 )
 def test_long_or_large_transcripts_go_to_the_thread(
-    count: int, size: int, on_the_loop: bool
+    count: int, size: int, on_the_loop: bool, loop_reads: list[tuple[Any, str]]
 ) -> None:
     write("long", count, size=size)
     loaded = load_in_a_loop(DjangoMemoryStore(), MemoryContext("long"))
 
     assert loaded == load_messages(MemoryContext("long"))
     assert len(loaded) == count
+    assert len(loop_reads) == 1  # tried in the loop either way
     assert store_threads_used() is not on_the_loop
 
 
-def test_a_window_longer_than_the_loops_bound_goes_to_the_thread() -> None:
+def test_a_window_longer_than_the_loops_bound_goes_to_the_thread(
+    loop_reads: list[tuple[Any, str]],
+) -> None:
     write("window", 150)
     context = MemoryContext("window")
     for limit, on_the_loop in ((120, False), (30, True)):
-        db_threads.close_db_threads()
+        close_db_threads()
         loaded = load_in_a_loop(DjangoMemoryStore(load_limit=limit), context)
         assert loaded == load_messages(context, limit=limit)
         assert store_threads_used() is not on_the_loop
+    assert len(loop_reads) == 2
 
 
 def test_a_session_found_too_long_goes_straight_to_the_thread_next_time(
-    loop_reads: list[str],
+    loop_reads: list[tuple[Any, str]],
 ) -> None:
     write("long", event_loops.MOST_LOADED_ROWS + 5)
+    write("short", 3)
     store = DjangoMemoryStore()
 
     async def main() -> None:
         for _ in range(3):
-            await store.load(MemoryContext("long"))
+            assert len(await store.load(MemoryContext("long"))) == event_loops.MOST_LOADED_ROWS + 5
+        # Remembered per load_limit: a short window of it still runs here.
+        assert len(await DjangoMemoryStore(load_limit=3).load(MemoryContext("long"))) == 3
+        # And the connection the long read used is still the loop's.
+        assert len(await store.load(MemoryContext("short"))) == 3
+        assert len(loop_connections()) == 1
 
     asyncio.run(main())
-    assert len(loop_reads) == 1  # read once in the loop, then left to the thread
+    assert len(loop_reads) == 3  # long read once in the loop, then left to the thread
 
 
-def test_a_locked_database_sends_the_load_to_the_thread_which_waits() -> None:
-    write("locked", 3)
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_an_exclusive_lock() -> None:
-        other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
-        try:
-            if other.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
-                pytest.fail("a WAL database lets readers past a writer: no lock to meet")
-            other.execute("BEGIN EXCLUSIVE")
-            locked.set()
-            release.wait(timeout=20)
-            other.execute("COMMIT")
-        finally:
-            other.close()
-
-    holder = threading.Thread(target=hold_an_exclusive_lock)
-    holder.start()
-
-    async def main() -> Any:
-        assert await asyncio.to_thread(locked.wait, 20)
-        task = asyncio.ensure_future(DjangoMemoryStore().load(MemoryContext("locked")))
-        await asyncio.sleep(0.2)
-        # The event loop runs on: the load waits on the store's thread.
-        assert not task.done()
-        assert store_threads_used()
-        release.set()
-        return await task
-
-    try:
-        loaded = asyncio.run(main())
-    finally:
-        release.set()
-        holder.join(timeout=20)
-    assert loaded == load_messages(MemoryContext("locked"))
-
-
-def test_any_sqlite_error_in_the_loop_leaves_the_load_to_the_thread(
-    monkeypatch: pytest.MonkeyPatch,
+def test_turned_off_loads_go_to_the_store_threads(
+    settings: Any, loop_reads: list[tuple[Any, str]]
 ) -> None:
-    write("faulty", 3)
-
-    def fail(*args: Any) -> Any:
-        raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(async_sqlite._LoopReader, "_fetch", fail)
-    loaded = load_in_a_loop(DjangoMemoryStore(), MemoryContext("faulty"))
-    assert loaded == load_messages(MemoryContext("faulty"))
-    assert store_threads_used()
-
-
-def test_turned_off_loads_go_to_the_store_threads(settings: Any, loop_reads: list[str]) -> None:
-    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
     write("threads", 3)
-    loaded = load_in_a_loop(DjangoMemoryStore(), MemoryContext("threads"))
-    assert loaded == load_messages(MemoryContext("threads"))
-    assert store_threads_used()
-    assert loop_reads == []
-    assert async_sqlite.loop_databases.all() == []
+    context = MemoryContext("threads")
+    assert load_in_a_loop(DjangoMemoryStore(), context) == load_messages(context)
+    assert not store_threads_used()
+    assert len(loop_reads) == 1
 
-
-def test_an_in_memory_database_is_left_to_the_thread(
-    monkeypatch: pytest.MonkeyPatch, loop_reads: list[str]
-) -> None:
-    write("memory", 3)
-    monkeypatch.setattr(DatabaseWrapper, "is_in_memory_db", lambda self: True)
-    loaded = load_in_a_loop(DjangoMemoryStore(), MemoryContext("memory"))
-    assert loaded == [user("0:" + "x" * 10), user("1:" + "x" * 10), user("2:" + "x" * 10)]
+    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
+    close_db_threads()
+    assert load_in_a_loop(DjangoMemoryStore(), context) == load_messages(context)
     assert store_threads_used()
-    assert loop_reads == []
+    assert len(loop_reads) == 1
+    assert held_by_loops() == []
 
 
 def test_a_caller_with_its_own_thread_reads_its_own_open_transaction(
-    loop_reads: list[str],
+    loop_reads: list[tuple[Any, str]],
 ) -> None:
     # Through async_to_sync the load runs on the caller's thread and
     # connection, so it sees what the caller's atomic() block has not
@@ -308,3 +253,6 @@ def test_a_caller_with_its_own_thread_reads_its_own_open_transaction(
         assert [m["content"] for m in loaded] == ["0:" + "x" * 10, "1:" + "x" * 10]
     assert loop_reads == []
     assert not store_threads_used()
+    # Committed, a load from the event loop sees it, in the loop.
+    assert load_in_a_loop(DjangoMemoryStore(), MemoryContext("uncommitted")) == loaded
+    assert len(loop_reads) == 1
