@@ -1,4 +1,4 @@
-"""Appends and short loads from asyncio code on psycopg's async connections,
+"""Appends and loads from asyncio code on psycopg's async connections,
 with no thread hop.
 
 Where :mod:`anvia_django.event_loops` lets an append run in the event loop,
@@ -11,7 +11,7 @@ opens per event loop from the alias's own settings.
 What the function leaves to the steps (a retry, another user's session, a
 database without the function) and any database error goes to the store's
 threads as before, to the append in steps and Django's error types. What is
-neither an append nor a short load always goes there.
+neither an append nor a load always goes there.
 
 Appends that the loop's tasks make while the connections are busy share
 a transaction when a connection comes free: one statement, one round trip
@@ -21,8 +21,8 @@ its appends runs alone in steps.
 
 A load (``store.load``) runs there too, on the same connections, with the
 queries of the thread's :func:`~anvia_django.persistence.reads.load_messages`
-(see :func:`load_on_event_loop`), as long as it is short: past
-:data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
+(:mod:`anvia_django.event_loop_loads`), its rows converted a slice at a
+time: past :data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
 :data:`~anvia_django.event_loops.MOST_LOADED_CHARS` of message text, or on
 any psycopg error, it goes to the thread.
 
@@ -41,7 +41,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -52,8 +52,8 @@ from .conf import app_settings
 from .core.memory.types import MemoryAppendInput, MemoryContext, Message
 from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
+from .event_loop_loads import load_replayed
 from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
-from .persistence.compiled import CompiledQuery
 from .persistence.dialects import (
     AppendRequest,
     OneStatementAppend,
@@ -62,7 +62,6 @@ from .persistence.dialects import (
     has_async_driver,
 )
 from .persistence.notify import send_committed
-from .persistence.reads import RawRowsReader, read_messages
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
@@ -106,11 +105,6 @@ async def load_on_event_loop(
     :func:`applies` says it may run; ``None`` when it is left to the thread
     (too long, or a psycopg error), having raised nothing else.
 
-    :func:`~anvia_django.persistence.reads.read_messages` is synchronous, so
-    it is replayed: it runs on the rows fetched so far, and where it asks for
-    rows not fetched yet it stops (:class:`_Unread`); those are fetched on a
-    loop connection, without blocking, and it runs again. A load is one
-    query, or two when a user-scoped read found nothing (then the owner).
     Each query runs alone in autocommit, its own snapshot, as through
     Django's connection in autocommit.
     """
@@ -118,57 +112,10 @@ async def load_on_event_loop(
     import psycopg
 
     held = loop_connections.get(connection.alias)
-    load = (context.session_id, limit)
-    if load in held.long_loads:
-        return None
-    fetched: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-    for _ in range(_MOST_QUERIES_PER_LOAD + 1):
-        try:
-            return read_messages(_Replay(fetched, connection), context, connection.alias, limit)
-        except _Unread as unread:
-            query, values = unread.query, unread.values
-        try:
-            rows = await held.fetch_all(query.sql, query.params_for(connection, values))
-        except psycopg.Error:
-            return None  # the thread reports it in Django's types
-        if rows is None:
-            held.long_loads.add(load)
-            return None
-        fetched[_key(query, values)] = rows
-    return None  # not reached: read_messages runs two queries at most
-
-
-_MOST_QUERIES_PER_LOAD = 2
-
-
-class _Unread(Exception):
-    """Rows a replayed load needs and has not fetched yet."""
-
-    def __init__(self, query: CompiledQuery, values: Mapping[str, Any]) -> None:
-        self.query = query
-        self.values = values
-
-
-def _key(query: CompiledQuery, values: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (query.sql, *values.items())
-
-
-class _Replay(RawRowsReader):
-    """A :class:`~anvia_django.persistence.reads.Reader` of rows already
-    fetched, converted through Django's connection in the loop's thread
-    (which stays closed), as the thread converts its own."""
-
-    def __init__(
-        self, fetched: dict[tuple[Any, ...], list[tuple[Any, ...]]], connection: BaseDatabaseWrapper
-    ) -> None:
-        super().__init__(connection)
-        self.fetched = fetched
-
-    def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        try:
-            return self.fetched[_key(query, values)]
-        except KeyError:
-            raise _Unread(query, values) from None
+    try:
+        return await load_replayed(context, connection, limit, held.long_loads, held.fetch_all)
+    except psycopg.Error:
+        return None  # the thread reports it in Django's types
 
 
 MOST_APPENDS_PER_TRANSACTION = 8

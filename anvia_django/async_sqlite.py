@@ -1,4 +1,4 @@
-"""Appends and short loads from asyncio code to SQLite, in the event loop.
+"""Appends and loads from asyncio code to SQLite, in the event loop.
 
 Where the store would send an append to its SQLite thread (see
 :mod:`anvia_django.event_loops`), the two thread hops cost about as much as
@@ -25,14 +25,14 @@ error types. An in-memory database is left to the thread: another
 connection would not see it.
 
 A load runs there too, on the same connection and with the same queries
-as on the thread (:func:`~anvia_django.persistence.reads.read_messages`),
-as long as it is short: past
-:data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
-:data:`~anvia_django.event_loops.MOST_LOADED_CHARS` of message text it
-stops reading and goes to the thread, so that a long transcript's fetching
-and decoding never hold the event loop. So does a load that meets any
-``sqlite3`` error, such as a writer's lock in rollback-journal mode (busy
-timeout 0 here too).
+as on the thread (:mod:`anvia_django.event_loop_loads`): each query's rows
+are fetched at once, then converted a slice at a time, giving the loop
+turns. Past :data:`~anvia_django.event_loops.MOST_LOADED_ROWS` rows or
+:data:`~anvia_django.event_loops.MOST_LOADED_CHARS` of message text it stops
+fetching and goes to the thread, so that a very long transcript's fetching
+never holds the event loop. So does a load that meets any ``sqlite3``
+error, such as a writer's lock in rollback-journal mode (busy timeout 0
+here too).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -53,11 +52,10 @@ from .conf import app_settings
 from .core.memory.types import MemoryAppendInput, MemoryContext, Message
 from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
+from .event_loop_loads import load_replayed
 from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
-from .persistence.compiled import CompiledQuery
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
-from .persistence.reads import RawRowsReader, read_messages
 from .persistence.writes import append_in_steps, appended_signal
 from .signals import messages_appended
 
@@ -86,47 +84,36 @@ async def load_on_event_loop(
 ) -> list[Message] | None:
     """``store.load(context)`` with the store's ``load_limit``, where
     :func:`applies` says it may run; ``None`` when it is left to the thread
-    (too long, or a ``sqlite3`` error), having raised nothing."""
+    (too long, or a ``sqlite3`` error), having raised nothing else."""
     validate_context(context, app_settings.input_limits)
     held = loop_databases.get(connection.alias)
-    load = (context.session_id, limit)
-    if load in held.long_loads:
-        return None
     try:
         db = await held.connection()
-        return read_messages(_LoopReader(db, connection), context, connection.alias, limit)
-    except _TooLong:
-        held.long_loads.add(load)
-        return None
+
+        async def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+            return _fetch_bounded(db, sql, params)
+
+        return await load_replayed(context, connection, limit, held.long_loads, fetch)
     except sqlite3.Error:
         return None
 
 
-class _TooLong(Exception):
-    pass
-
-
-class _LoopReader(RawRowsReader):
-    """Runs a load's compiled queries on the loop's connection, converting
-    rows through Django's connection in the loop's thread (which stays closed)."""
-
-    def __init__(self, db: sqlite3.Connection, connection: BaseDatabaseWrapper) -> None:
-        super().__init__(connection)
-        self.db = db
-
-    def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        params = query.params_for(self.connection, values)
-        cursor = self.db.execute(_qmark(query.sql), params)
-        try:
-            fetched: list[tuple[Any, ...]] = []
-            bound = LoadBound()
-            while batch := cursor.fetchmany(LOAD_BATCH):
-                fetched += batch
-                if bound.passed_by(batch):
-                    raise _TooLong
-            return fetched
-        finally:
-            cursor.close()  # ends the read: in autocommit, a statement's own transaction
+def _fetch_bounded(
+    db: sqlite3.Connection, sql: str, params: list[Any]
+) -> list[tuple[Any, ...]] | None:
+    # All at once, with no await: between two awaits the loop's appends
+    # could write on this connection, which the open statement would see.
+    cursor = db.execute(_qmark(sql), params)
+    try:
+        fetched: list[tuple[Any, ...]] = []
+        bound = LoadBound()
+        while batch := cursor.fetchmany(LOAD_BATCH):
+            fetched += batch
+            if bound.passed_by(batch):
+                return None
+        return fetched
+    finally:
+        cursor.close()  # ends the read: in autocommit, a statement's own transaction
 
 
 LEFT_TO_THE_THREAD = "left to the thread"

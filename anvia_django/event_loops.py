@@ -1,4 +1,4 @@
-"""Appends and short loads in the event loop: when they may run there, and
+"""Appends and loads in the event loop: when they may run there, and
 the connections kept per loop.
 
 Where :mod:`anvia_django.db_threads` would send a store call to one of the
@@ -7,10 +7,12 @@ around it), the call already runs on connections of the store's own, so
 nothing a caller holds is lost by leaving Django's connection objects too.
 There an append runs in the event loop itself, on connections the store
 keeps per event loop and alias: :mod:`anvia_django.async_postgres` (psycopg
-3's async connections) and :mod:`anvia_django.async_sqlite`. Short loads run
-there too, on the same connections. The two thread hops cost more than an
-append's own statements, or a short load's. What those modules cannot do
-there goes to the store's threads as before.
+3's async connections) and :mod:`anvia_django.async_sqlite`. Loads run
+there too, on the same connections (:mod:`anvia_django.event_loop_loads`).
+The two thread hops cost more than an append's own statements, or a short
+load's; a long load's decoded messages cost more still to cross from a
+thread to the loop's. What those modules cannot do there goes to the
+store's threads as before.
 
 ``ANVIA_DJANGO["EVENT_LOOP_APPENDS"] = False`` keeps appends (and loads) on
 the threads too, e.g. for instrumentation that wraps Django's cursors:
@@ -33,7 +35,7 @@ T = TypeVar("T")
 
 
 def may_run_in_event_loop() -> bool:
-    """Whether an append (or a short load) called now may run in the event
+    """Whether an append (or a load) called now may run in the event
     loop: the setting allows it and the store would otherwise use its own
     threads, whose connections see nothing a caller's would not."""
     if not app_settings.EVENT_LOOP_APPENDS or app_settings.STORE_THREADS is None:
@@ -41,17 +43,18 @@ def may_run_in_event_loop() -> bool:
     return not has_outer_sync_thread()  # else the caller's thread and connection
 
 
-MOST_LOADED_ROWS = 100
-"""A load in the event loop that reads more rows goes to the thread; one row
-more is read to know."""
+MOST_LOADED_ROWS = 2_000
+"""A load in the event loop that fetches more rows goes to the thread; one
+row more is fetched to know. On SQLite the fetch holds the loop: about a
+third of a millisecond per 1,000 rows on this project's benchmark machine
+(the conversion after it gives the loop turns: :mod:`.event_loop_loads`)."""
 
-MOST_LOADED_CHARS = 128 * 1024
-"""Nor does a load read more message text than this in the event loop (give
-or take the batch that crosses it)."""
+MOST_LOADED_CHARS = 2 * 1024 * 1024
+"""Nor does a load fetch more message text than this in the event loop
+(give or take the batch that crosses it)."""
 
-LOAD_BATCH = 16
-"""Rows fetched at a time, so that a few long messages are not all read
-before the size bound sends the load to the thread."""
+LOAD_BATCH = 64
+"""Rows fetched, and converted, at a time."""
 
 MOST_REMEMBERED_LONG_LOADS = 1024
 """Loads found too long, remembered per event loop and alias (:class:`LongLoads`)."""

@@ -5,7 +5,7 @@ The async methods wrap the synchronous functions in
 each in one hop to a sync thread: the caller's own one inside a request or
 ``async_to_sync``, else one of the store's database threads
 (:mod:`anvia_django.db_threads`). There, an append to PostgreSQL or SQLite
-and a short load from either run in the event loop instead
+and a load from either (up to a bound) run in the event loop instead
 (:mod:`anvia_django.event_loops`).
 """
 
@@ -50,7 +50,7 @@ from .persistence.writes import validated_append
 
 
 def _event_loop_vendor(connection: BaseDatabaseWrapper) -> ModuleType | None:
-    """The module that runs appends and short loads to ``connection``'s
+    """The module that runs appends and loads to ``connection``'s
     database in the event loop, if any (see :mod:`anvia_django.event_loops`)."""
     if async_postgres.applies(connection):
         return async_postgres

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from anvia_django import async_postgres, async_sqlite, db_threads
+from anvia_django import async_postgres, async_sqlite, db_threads, event_loops
 from anvia_django.core.memory import MemoryContext
 from anvia_django.persistence import append_messages
 from anvia_django.store import DjangoMemoryStore
@@ -21,13 +21,13 @@ def loop_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str]]:
     """(the loop's connection, SQL) of every query a load ran in an event loop."""
     sent: list[tuple[Any, str]] = []
     if connection.vendor == "sqlite":
-        fetch = async_sqlite._LoopReader._fetch
+        fetch = async_sqlite._fetch_bounded
 
-        def spy(self: async_sqlite._LoopReader, query: Any, values: Any) -> Any:
-            sent.append((self.db, query.sql))
-            return fetch(self, query, values)
+        def spy(db: Any, sql: str, params: list[Any]) -> Any:
+            sent.append((db, sql))
+            return fetch(db, sql, params)
 
-        monkeypatch.setattr(async_sqlite._LoopReader, "_fetch", spy)
+        monkeypatch.setattr(async_sqlite, "_fetch_bounded", spy)
     else:
         fetch_bounded = async_postgres._fetch_bounded
 
@@ -37,6 +37,17 @@ def loop_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str]]:
 
         monkeypatch.setattr(async_postgres, "_fetch_bounded", spy_bounded)
     return sent
+
+
+MOST_ROWS = 100
+MOST_CHARS = 128 * 1024
+
+
+@pytest.fixture(autouse=True)
+def small_load_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounds of a load in the loop small enough to pass in a test."""
+    monkeypatch.setattr(event_loops, "MOST_LOADED_ROWS", MOST_ROWS)
+    monkeypatch.setattr(event_loops, "MOST_LOADED_CHARS", MOST_CHARS)
 
 
 def store_threads_used() -> bool:

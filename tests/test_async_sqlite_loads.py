@@ -75,7 +75,7 @@ def test_any_sqlite_error_in_the_loop_leaves_the_load_to_the_thread(
     def fail(*args: Any) -> Any:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(async_sqlite._LoopReader, "_fetch", fail)
+    monkeypatch.setattr(async_sqlite, "_fetch_bounded", fail)
     loaded = load_in_a_loop(DjangoMemoryStore(), MemoryContext("faulty"))
     assert loaded == load_messages(MemoryContext("faulty"))
     assert store_threads_used()

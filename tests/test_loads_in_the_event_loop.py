@@ -21,27 +21,31 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anvia_django import event_loops
+from anvia_django import event_loop_loads, event_loops
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
 from anvia_django.db_threads import close_db_threads
 from anvia_django.persistence import append_messages, load_messages
+from anvia_django.persistence.compiled import CompiledQuery
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, run, user
 from .integrations.common import json_values
 from .loop_loads import (
+    MOST_CHARS,
+    MOST_ROWS,
     held_by_loops,
     load_in_a_loop,
     loop_connections,
     loop_reads,
+    small_load_bounds,
     store_threads_used,
     write,
 )
 
 pytestmark = [pytest.mark.event_loop, pytest.mark.django_db(transaction=True)]
 
-__all__ = ["loop_reads"]  # the fixture
+__all__ = ["loop_reads", "small_load_bounds"]  # the fixtures
 
 _sessions = itertools.count()
 
@@ -173,10 +177,10 @@ def test_bad_input_is_refused_before_any_query(loop_reads: list[tuple[Any, str]]
 @pytest.mark.parametrize(
     ("count", "size", "on_the_loop"),
     [
-        (event_loops.MOST_LOADED_ROWS, 10, True),
-        (event_loops.MOST_LOADED_ROWS + 1, 10, False),
-        (3, event_loops.MOST_LOADED_CHARS // 4, True),
-        (3, event_loops.MOST_LOADED_CHARS // 2, False),
+        (MOST_ROWS, 10, True),
+        (MOST_ROWS + 1, 10, False),
+        (3, MOST_CHARS // 4, True),
+        (3, MOST_CHARS // 2, False),
     ],
 )
 def test_long_or_large_transcripts_go_to_the_thread(
@@ -196,24 +200,62 @@ def test_a_window_longer_than_the_loops_bound_goes_to_the_thread(
 ) -> None:
     write("window", 150)
     context = MemoryContext("window")
-    for limit, on_the_loop in ((120, False), (30, True)):
+    for limit, on_the_loop in ((120, False), (90, True), (30, True)):
         close_db_threads()
         loaded = load_in_a_loop(DjangoMemoryStore(load_limit=limit), context)
         assert loaded == load_messages(context, limit=limit)
         assert store_threads_used() is not on_the_loop
-    assert len(loop_reads) == 2
+    assert len(loop_reads) == 3
+
+
+def test_a_long_load_gives_the_loop_a_turn_between_slices_of_converting(
+    monkeypatch: pytest.MonkeyPatch, loop_reads: list[tuple[Any, str]]
+) -> None:
+    write("long", MOST_ROWS)
+    # Every slice is past the time allowed, so the loop gets a turn after each.
+    monkeypatch.setattr(event_loop_loads, "CONVERTING_SLICE", 0.0)
+    ticks = 0
+    ticks_at_each_slice: list[int] = []
+    column_converter = CompiledQuery.column_converter
+
+    def spy(self: CompiledQuery, connection: Any) -> Any:
+        convert = column_converter(self, connection)
+
+        def converting(fetched: list[Any]) -> list[Any]:
+            ticks_at_each_slice.append(ticks)
+            return convert(fetched)
+
+        return converting
+
+    monkeypatch.setattr(CompiledQuery, "column_converter", spy)
+
+    async def main() -> list[Any]:
+        nonlocal ticks
+        load = asyncio.create_task(DjangoMemoryStore().load(MemoryContext("long")))
+        while not load.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        return await load
+
+    loaded = asyncio.run(main())
+    assert len(ticks_at_each_slice) == -(-MOST_ROWS // event_loops.LOAD_BATCH) > 1
+    assert loaded == load_messages(MemoryContext("long"))
+    assert not store_threads_used()
+    assert len(loop_reads) == 1
+    # Another task ran between every two slices.
+    assert all(b > a for a, b in itertools.pairwise(ticks_at_each_slice))
 
 
 def test_a_session_found_too_long_goes_straight_to_the_thread_next_time(
     loop_reads: list[tuple[Any, str]],
 ) -> None:
-    write("long", event_loops.MOST_LOADED_ROWS + 5)
+    write("long", MOST_ROWS + 5)
     write("short", 3)
     store = DjangoMemoryStore()
 
     async def main() -> None:
         for _ in range(3):
-            assert len(await store.load(MemoryContext("long"))) == event_loops.MOST_LOADED_ROWS + 5
+            assert len(await store.load(MemoryContext("long"))) == MOST_ROWS + 5
         # Remembered per load_limit: a short window of it still runs here.
         assert len(await DjangoMemoryStore(load_limit=3).load(MemoryContext("long"))) == 3
         # And the connection the long read used is still the loop's.

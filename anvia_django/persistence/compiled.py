@@ -13,7 +13,7 @@ the compiler's converters (the backend's, then the field's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,10 @@ class Slot(Expression):
 class _Marker:
     name: str
     field: Field[Any, Any]
+
+
+Converter = Callable[[list[tuple[Any, ...]]], list[Any]]
+"""Converts fetched rows of one :class:`CompiledQuery`: to values, or to lists."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -75,27 +79,36 @@ class CompiledQuery:
         self, fetched: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
     ) -> list[list[Any]]:
         """``fetched`` (rows of :attr:`sql`) converted as ``connection``'s compiler would."""
-        compiler = self._compiler(connection)
-        converters = compiler.get_converters(self.columns)
-        if not converters:
-            return [list(row) for row in fetched]
-        return list(compiler.apply_converters(fetched, converters))
+        return self.rows_converter(connection)(fetched)
 
     def column_from(
         self, fetched: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
     ) -> list[Any]:
         """The converted values of ``fetched``, rows of a one-column query."""
+        return self.column_converter(connection)(fetched)
+
+    def rows_converter(self, connection: BaseDatabaseWrapper) -> Converter:
+        """:meth:`rows_from` bound to ``connection``, for converting many
+        slices of one result (the converters are looked up once)."""
         compiler = self._compiler(connection)
         converters = compiler.get_converters(self.columns)
         if not converters:
-            return [value for (value,) in fetched]
+            return _as_lists
+        return lambda fetched: list(compiler.apply_converters(fetched, converters))
+
+    def column_converter(self, connection: BaseDatabaseWrapper) -> Converter:
+        """:meth:`column_from` bound to ``connection`` (see :meth:`rows_converter`)."""
+        compiler = self._compiler(connection)
+        converters = compiler.get_converters(self.columns)
+        if not converters:
+            return _first_of_each
         # What apply_converters does, without a list per row: a long
         # transcript is one column of a thousand rows or more.
         ((functions, expression),) = converters.values()
         if len(functions) == 1:
             (convert,) = functions
-            return [convert(value, expression, connection) for (value,) in fetched]
-        return [row[0] for row in compiler.apply_converters(fetched, converters)]
+            return lambda fetched: [convert(value, expression, connection) for (value,) in fetched]
+        return lambda fetched: [row[0] for row in compiler.apply_converters(fetched, converters)]
 
     def _fetch(
         self, connection: BaseDatabaseWrapper, values: Mapping[str, Any]
@@ -111,6 +124,14 @@ class CompiledQuery:
             self.query, connection, connection.alias
         )
         return compiler
+
+
+def _as_lists(fetched: list[tuple[Any, ...]]) -> list[Any]:
+    return [list(row) for row in fetched]
+
+
+def _first_of_each(fetched: list[tuple[Any, ...]]) -> list[Any]:
+    return [value for (value,) in fetched]
 
 
 def compile_once(queryset: QuerySet[Any, Any], using: str) -> CompiledQuery:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Subquery
 
 from anvia_django.conf import app_settings
@@ -24,31 +23,13 @@ from .scope import check_scope
 
 
 class Reader(Protocol):
-    """Runs a compiled query and converts its rows: on Django's connection
-    (:class:`ThroughDjango`) or on a connection of the caller's own
-    (:mod:`anvia_django.async_sqlite`)."""
+    """Gives a compiled query's converted rows: run on Django's connection
+    (:class:`ThroughDjango`), or fetched in the event loop beforehand
+    (:mod:`anvia_django.event_loop_loads`)."""
 
     def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]: ...
 
     def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]: ...
-
-
-class RawRowsReader:
-    """A :class:`Reader` whose subclass fetches a query's raw rows
-    (:meth:`_fetch`) on a connection of its own; they are converted as
-    Django's ``connection`` (the wrapper, never opened here) converts its own."""
-
-    def __init__(self, connection: BaseDatabaseWrapper) -> None:
-        self.connection = connection
-
-    def _fetch(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
-        return query.column_from(self._fetch(query, values), self.connection)
-
-    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
-        return query.rows_from(self._fetch(query, values), self.connection)
 
 
 @dataclass(frozen=True, slots=True)
