@@ -14,12 +14,11 @@ database dialect names. Elsewhere they are plain ``CharField``/``TextField``.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
-from anvia_django.core.memory.validation import dumps
+from anvia_django.core.memory.validation import dumps, loads
 
 
 class EncodedJSON(str):
@@ -79,11 +78,11 @@ class ExactJSONField(ExactTextField):
         _pyi_private_get_type: Any
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
-        return None if value is None else json.loads(value)
+        return None if value is None else loads(value)
 
     def to_python(self, value: Any) -> Any:
         if isinstance(value, str) and not isinstance(value, EncodedJSON):
-            return json.loads(value)
+            return loads(value)
         return value
 
     def get_prep_value(self, value: Any) -> str | None:
