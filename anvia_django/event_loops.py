@@ -44,8 +44,8 @@ def may_run_in_event_loop() -> bool:
 
 
 MOST_LOADED_ROWS = 2_000
-"""A load in the event loop that fetches more rows goes to the thread; one
-row more is fetched to know. On SQLite the fetch holds the loop: about a
+"""A load in the event loop that fetches more rows goes to the thread (it
+stops at the batch that crosses the bound). On SQLite the fetch holds the loop: about a
 third of a millisecond per 1,000 rows on this project's benchmark machine
 (the conversion after it gives the loop turns: :mod:`.event_loop_loads`)."""
 
