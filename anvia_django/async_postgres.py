@@ -219,9 +219,18 @@ class LoopConnections:
 
     def _start_runner(self, loop: asyncio.AbstractEventLoop) -> None:
         self._holders += 1
-        runner = loop.create_task(self._run_waiting())
+        runner = loop.create_task(self._run_each_waiting())
         self._runners.add(runner)
-        runner.add_done_callback(self._runners.discard)
+        runner.add_done_callback(self._runner_done)
+
+    def _runner_done(self, runner: asyncio.Task[None]) -> None:
+        # Here rather than in the runner: a runner cancelled before its
+        # first step runs none of its code, and its place would be lost.
+        self._runners.discard(runner)
+        self._holders -= 1
+        # Queued while this runner was ending, when every place was taken.
+        if self._waiting and self._holders < self._size and not runner.cancelled():
+            self._start_runner(runner.get_loop())
 
     def _next_group(self) -> list[_Waiting | _Read]:
         """The waiting load, or the waiting appends before the next load
@@ -236,12 +245,6 @@ class LoopConnections:
         group = self._waiting[:count]
         del self._waiting[:count]
         return group
-
-    async def _run_waiting(self) -> None:
-        try:
-            await self._run_each_waiting()
-        finally:
-            self._holders -= 1
 
     async def _run_each_waiting(self) -> None:
         while self._waiting:

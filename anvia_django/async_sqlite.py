@@ -87,12 +87,12 @@ async def load_on_event_loop(
     (too long, or a ``sqlite3`` error), having raised nothing else."""
     validate_context(context, app_settings.input_limits)
     held = loop_databases.get(connection.alias)
+
+    async def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        # Opened here, not before: a load known to be too long never needs it.
+        return _fetch_bounded(await held.connection(), sql, params)
+
     try:
-        db = await held.connection()
-
-        async def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
-            return _fetch_bounded(db, sql, params)
-
         return await load_replayed(context, connection, limit, held.long_loads, fetch)
     except sqlite3.Error:
         return None

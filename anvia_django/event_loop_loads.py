@@ -9,8 +9,9 @@ A load is one query, or two when a user-scoped read found nothing (then
 the owner).
 
 The fetched rows are converted (a message's JSON decoded, mostly) before
-the replay, a slice at a time: after about :data:`CONVERTING_SLICE` seconds
-of it the loop runs its other callbacks before the next slice. So a
+the replay, a piece at a time (64 rows, or less where their messages are
+long: :data:`CONVERTING_CHARS`): after about :data:`CONVERTING_SLICE`
+seconds of it the loop runs its other callbacks before the next piece. So a
 1,000-message transcript no longer has to go to the store's thread to spare
 the loop, where the hop and the decoded messages crossing to the loop's
 thread cost a third of the load (``benchmarks/analysis.md``); only a load
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -38,6 +39,10 @@ when they are past the bounds of :class:`~anvia_django.event_loops.LoadBound`.""
 CONVERTING_SLICE = 0.0005
 """Seconds of converting rows after which a load lets the loop run its
 other callbacks: about what a 20-message load takes in all."""
+
+CONVERTING_CHARS = 64 * 1024
+"""Most message text converted at a time (give or take a row): 64 rows of
+long messages would hold the loop for milliseconds, decoding alone."""
 
 _MOST_QUERIES_PER_LOAD = 2
 
@@ -79,16 +84,36 @@ async def _converted(
     the loop a turn after each :data:`CONVERTING_SLICE` of converting."""
     one_column = len(query.columns) == 1
     convert = query.column_converter(connection) if one_column else query.rows_converter(connection)
-    if len(rows) <= LOAD_BATCH:
-        return convert(rows)
     converted: list[Any] = []
     started = time.perf_counter()
-    for start in range(0, len(rows), LOAD_BATCH):
-        converted += convert(rows[start : start + LOAD_BATCH])
-        if time.perf_counter() - started > CONVERTING_SLICE:
+    for piece in _pieces(rows):
+        if converted and time.perf_counter() - started > CONVERTING_SLICE:
             await asyncio.sleep(0)
             started = time.perf_counter()
+        converted += convert(piece)
     return converted
+
+
+def _pieces(rows: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    """``rows`` in order, at most :data:`~anvia_django.event_loops.LOAD_BATCH`
+    at a time and, past the first row of a piece, at most
+    :data:`CONVERTING_CHARS` of the last column's text (the message, or the
+    owner)."""
+    for start in range(0, len(rows), LOAD_BATCH):
+        batch = rows[start : start + LOAD_BATCH]
+        if sum([len(row[-1] or "") for row in batch]) <= CONVERTING_CHARS:
+            yield batch
+            continue
+        piece: list[tuple[Any, ...]] = []
+        chars = 0
+        for row in batch:
+            size = len(row[-1] or "")
+            if piece and chars + size > CONVERTING_CHARS:
+                yield piece
+                piece, chars = [], 0
+            piece.append(row)
+            chars += size
+        yield piece
 
 
 class _Unread(Exception):

@@ -128,6 +128,29 @@ def test_connections_follow_the_alias_settings_and_close_with_their_loop(setting
     assert Conversation.objects.get(session_id="options").message_count == 3
 
 
+def test_a_runner_cancelled_before_it_starts_gives_its_place_back(settings: Any) -> None:
+    # Cancelled before its first step (its loop ending), a runner runs
+    # none of its code; with one place in all, a lost place would leave
+    # every later append waiting for a runner that never comes.
+    settings.ANVIA_DJANGO = {"STORE_THREADS": 1}
+    store = DjangoMemoryStore()
+
+    async def main() -> None:
+        held = async_postgres.loop_connections.get("default")
+        held._start_runner(asyncio.get_running_loop())
+        (runner,) = held._runners
+        runner.cancel()
+        await asyncio.sleep(0)
+        assert runner.cancelled()
+        await asyncio.wait_for(store.append(append_input("place", [user("hi")])), 10)
+
+    try:
+        asyncio.run(main())
+    finally:
+        close_db_threads()
+    assert [row[3] for row in stored("place")] == [user("hi")]
+
+
 @pytest.mark.parametrize("sessions", [1, 5])
 def test_tasks_appending_at_once_store_every_append_once_and_in_order(sessions: int) -> None:
     # Writers of one session queue on its row lock inside the append

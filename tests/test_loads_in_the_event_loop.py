@@ -21,7 +21,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anvia_django import event_loop_loads, event_loops
+from anvia_django import event_loop_loads
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
 from anvia_django.db_threads import close_db_threads
@@ -208,21 +208,37 @@ def test_a_window_longer_than_the_loops_bound_goes_to_the_thread(
     assert len(loop_reads) == 3
 
 
-def test_a_long_load_gives_the_loop_a_turn_between_slices_of_converting(
-    monkeypatch: pytest.MonkeyPatch, loop_reads: list[tuple[Any, str]]
+@pytest.mark.parametrize(
+    ("count", "size", "expected_pieces"),
+    [
+        # Short messages: 64 rows at a time.
+        (MOST_ROWS, 10, [64, MOST_ROWS - 64]),
+        # About 3,000 characters each, 8,000 at a time: two rows at a time.
+        (12, 3000, [2] * 6),
+    ],
+)
+def test_a_long_load_gives_the_loop_a_turn_between_pieces_of_converting(
+    monkeypatch: pytest.MonkeyPatch,
+    loop_reads: list[tuple[Any, str]],
+    count: int,
+    size: int,
+    expected_pieces: list[int],
 ) -> None:
-    write("long", MOST_ROWS)
-    # Every slice is past the time allowed, so the loop gets a turn after each.
+    write("long", count, size=size)
+    # Every piece is past the time allowed, so the loop gets a turn after each.
     monkeypatch.setattr(event_loop_loads, "CONVERTING_SLICE", 0.0)
+    monkeypatch.setattr(event_loop_loads, "CONVERTING_CHARS", 8000)
     ticks = 0
-    ticks_at_each_slice: list[int] = []
+    ticks_at_each_piece: list[int] = []
+    pieces: list[int] = []
     column_converter = CompiledQuery.column_converter
 
     def spy(self: CompiledQuery, connection: Any) -> Any:
         convert = column_converter(self, connection)
 
         def converting(fetched: list[Any]) -> list[Any]:
-            ticks_at_each_slice.append(ticks)
+            ticks_at_each_piece.append(ticks)
+            pieces.append(len(fetched))
             return convert(fetched)
 
         return converting
@@ -238,12 +254,12 @@ def test_a_long_load_gives_the_loop_a_turn_between_slices_of_converting(
         return await load
 
     loaded = asyncio.run(main())
-    assert len(ticks_at_each_slice) == -(-MOST_ROWS // event_loops.LOAD_BATCH) > 1
-    assert loaded == load_messages(MemoryContext("long"))
+    assert pieces == expected_pieces
+    # Another task ran between every two pieces.
+    assert all(b > a for a, b in itertools.pairwise(ticks_at_each_piece))
     assert not store_threads_used()
     assert len(loop_reads) == 1
-    # Another task ran between every two slices.
-    assert all(b > a for a, b in itertools.pairwise(ticks_at_each_slice))
+    assert loaded == load_messages(MemoryContext("long"))
 
 
 def test_a_session_found_too_long_goes_straight_to_the_thread_next_time(
