@@ -53,7 +53,7 @@ from .core.memory.types import MemoryAppendInput, MemoryContext, Message
 from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
 from .event_loop_loads import load_replayed
-from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
+from .event_loops import LOAD_BATCH, Fetched, LoadBound, LongLoads, PerEventLoop
 from .persistence.dialects import (
     AppendRequest,
     OneStatementAppend,
@@ -192,7 +192,7 @@ class LoopConnections:
                 await future
             raise
 
-    async def fetch_all(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+    async def fetch_all(self, sql: str, params: list[Any]) -> Fetched | None:
         """The rows of a load's query, or ``None`` when they are past the
         bounds of :class:`~anvia_django.event_loops.LoadBound` (the rest is
         not converted: psycopg converts rows as they are fetched).
@@ -282,7 +282,7 @@ class LoopConnections:
             cursor = await connection.execute(_binary(statement.sql), statement.params)
             return [await cursor.fetchone()]
 
-    async def _read(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+    async def _read(self, sql: str, params: list[Any]) -> Fetched | None:
         async with self._connection() as connection:
             return await _fetch_bounded(connection, sql, params)
 
@@ -381,9 +381,7 @@ class LoopConnections:
         self._idle.clear()
 
 
-async def _fetch_bounded(
-    connection: Any, sql: str, params: list[Any]
-) -> list[tuple[Any, ...]] | None:
+async def _fetch_bounded(connection: Any, sql: str, params: list[Any]) -> Fetched | None:
     # Not a named (server-side) cursor: the whole result arrives with the
     # execute, and psycopg converts each row only when it is fetched.
     cursor = connection.cursor()
@@ -395,7 +393,7 @@ async def _fetch_bounded(
             fetched += batch
             if bound.passed_by(batch):
                 return None
-        return fetched
+        return Fetched(fetched, bound.chars)
     finally:
         await cursor.close()
 

@@ -53,7 +53,7 @@ from .core.memory.types import MemoryAppendInput, MemoryContext, Message
 from .core.memory.validation import validate_context
 from .db_threads import run_in_db_thread
 from .event_loop_loads import load_replayed
-from .event_loops import LOAD_BATCH, LoadBound, LongLoads, PerEventLoop
+from .event_loops import LOAD_BATCH, Fetched, LoadBound, LongLoads, PerEventLoop
 from .persistence.dialects import AppendRequest, LockedConversation, SQLiteDialect
 from .persistence.notify import send_committed
 from .persistence.writes import append_in_steps, appended_signal
@@ -87,20 +87,18 @@ async def load_on_event_loop(
     (too long, or a ``sqlite3`` error), having raised nothing else."""
     validate_context(context, app_settings.input_limits)
     held = loop_databases.get(connection.alias)
-
-    async def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
-        # Opened here, not before: a load known to be too long never needs it.
-        return _fetch_bounded(await held.connection(), sql, params)
-
     try:
+        db = await held.connection()
+
+        async def fetch(sql: str, params: list[Any]) -> Fetched | None:
+            return _fetch_bounded(db, sql, params)
+
         return await load_replayed(context, connection, limit, held.long_loads, fetch)
     except sqlite3.Error:
         return None
 
 
-def _fetch_bounded(
-    db: sqlite3.Connection, sql: str, params: list[Any]
-) -> list[tuple[Any, ...]] | None:
+def _fetch_bounded(db: sqlite3.Connection, sql: str, params: list[Any]) -> Fetched | None:
     # All at once, with no await: between two awaits the loop's appends
     # could write on this connection, which the open statement would see.
     cursor = db.execute(_qmark(sql), params)
@@ -111,7 +109,7 @@ def _fetch_bounded(
             fetched += batch
             if bound.passed_by(batch):
                 return None
-        return fetched
+        return Fetched(fetched, bound.chars)
     finally:
         cursor.close()  # ends the read: in autocommit, a statement's own transaction
 

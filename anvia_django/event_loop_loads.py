@@ -9,7 +9,7 @@ A load is one query, or two when a user-scoped read found nothing (then
 the owner).
 
 The fetched rows are converted (a message's JSON decoded, mostly) before
-the replay, a piece at a time (64 rows, or less where their messages are
+the replay, a piece at a time (64 rows, or fewer where the messages are
 long: :data:`CONVERTING_CHARS`): after about :data:`CONVERTING_SLICE`
 seconds of it the loop runs its other callbacks before the next piece. So a
 1,000-message transcript no longer has to go to the store's thread to spare
@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .core.memory.types import MemoryContext, Message
-from .event_loops import LOAD_BATCH, LongLoads
+from .event_loops import LOAD_BATCH, Fetched, LongLoads
 from .persistence.compiled import CompiledQuery
 from .persistence.reads import read_messages
 
-Fetch = Callable[[str, list[Any]], Awaitable[list[tuple[Any, ...]] | None]]
+Fetch = Callable[[str, list[Any]], Awaitable[Fetched | None]]
 """A vendor's fetch of a query's rows (SQL, parameters) in the loop; ``None``
 when they are past the bounds of :class:`~anvia_django.event_loops.LoadBound`."""
 
@@ -41,8 +41,8 @@ CONVERTING_SLICE = 0.0005
 other callbacks: about what a 20-message load takes in all."""
 
 CONVERTING_CHARS = 64 * 1024
-"""Most message text converted at a time (give or take a row): 64 rows of
-long messages would hold the loop for milliseconds, decoding alone."""
+"""Message text converted at a time, on average over the load's rows: 64
+rows of long messages would hold the loop for milliseconds, decoding alone."""
 
 _MOST_QUERIES_PER_LOAD = 2
 
@@ -69,51 +69,36 @@ async def load_replayed(
             return read_messages(_Replay(converted), context, connection.alias, limit)
         except _Unread as unread:
             query, values = unread.query, unread.values
-        rows = await fetch(query.sql, query.params_for(connection, values))
-        if rows is None:
+        fetched = await fetch(query.sql, query.params_for(connection, values))
+        if fetched is None:
             long_loads.add(load)
             return None
-        converted[_key(query, values)] = await _converted(query, rows, connection)
+        converted[_key(query, values)] = await _converted(query, fetched, connection)
     return None  # not reached: read_messages runs two queries at most
 
 
 async def _converted(
-    query: CompiledQuery, rows: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
+    query: CompiledQuery, fetched: Fetched, connection: BaseDatabaseWrapper
 ) -> list[Any]:
-    """``rows`` converted (values of a one-column query, else lists), giving
-    the loop a turn after each :data:`CONVERTING_SLICE` of converting."""
+    """``fetched`` converted (values of a one-column query, else lists),
+    giving the loop a turn after each :data:`CONVERTING_SLICE` of converting."""
     one_column = len(query.columns) == 1
     convert = query.column_converter(connection) if one_column else query.rows_converter(connection)
+    rows = fetched.rows
+    # Pieces of about CONVERTING_CHARS, as many rows as hold that much text
+    # on average: the fetch counted the text, and counting it row by row
+    # again would cost a long load of short messages a few percent.
+    per_piece = max(1, min(LOAD_BATCH, CONVERTING_CHARS * len(rows) // max(1, fetched.chars)))
+    if len(rows) <= per_piece:
+        return convert(rows)
     converted: list[Any] = []
     started = time.perf_counter()
-    for piece in _pieces(rows):
-        if converted and time.perf_counter() - started > CONVERTING_SLICE:
+    for start in range(0, len(rows), per_piece):
+        if start and time.perf_counter() - started > CONVERTING_SLICE:
             await asyncio.sleep(0)
             started = time.perf_counter()
-        converted += convert(piece)
+        converted += convert(rows[start : start + per_piece])
     return converted
-
-
-def _pieces(rows: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
-    """``rows`` in order, at most :data:`~anvia_django.event_loops.LOAD_BATCH`
-    at a time and, past the first row of a piece, at most
-    :data:`CONVERTING_CHARS` of the last column's text (the message, or the
-    owner)."""
-    for start in range(0, len(rows), LOAD_BATCH):
-        batch = rows[start : start + LOAD_BATCH]
-        if sum([len(row[-1] or "") for row in batch]) <= CONVERTING_CHARS:
-            yield batch
-            continue
-        piece: list[tuple[Any, ...]] = []
-        chars = 0
-        for row in batch:
-            size = len(row[-1] or "")
-            if piece and chars + size > CONVERTING_CHARS:
-                yield piece
-                piece, chars = [], 0
-            piece.append(row)
-            chars += size
-        yield piece
 
 
 class _Unread(Exception):

@@ -26,7 +26,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from .conf import app_settings
 from .db_threads import has_outer_sync_thread
@@ -58,6 +58,14 @@ LOAD_BATCH = 64
 
 MOST_REMEMBERED_LONG_LOADS = 1024
 """Loads found too long, remembered per event loop and alias (:class:`LongLoads`)."""
+
+
+class Fetched(NamedTuple):
+    """A load's query's rows, fetched in the event loop."""
+
+    rows: list[tuple[Any, ...]]
+    chars: int
+    """The text in their last column (the message, or the owner)."""
 
 
 class LoadBound:
