@@ -228,8 +228,10 @@ class LoopConnections:
         # first step runs none of its code, and its place would be lost.
         self._runners.discard(runner)
         self._holders -= 1
-        # Queued while this runner was ending, when every place was taken.
-        if self._waiting and self._holders < self._size and not runner.cancelled():
+        # Queued while this runner was ending (or before a cancelled one
+        # started), when every place was taken: their callers wait for them
+        # even when cancelled, as when their loop ends.
+        if self._waiting and self._holders < self._size:
             self._start_runner(runner.get_loop())
 
     def _next_group(self) -> list[_Waiting | _Read]:
