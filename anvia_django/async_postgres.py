@@ -193,7 +193,7 @@ class LoopConnections:
             raise
 
     async def fetch_all(self, sql: str, params: list[Any]) -> Fetched | None:
-        """The rows of a load's query, or ``None`` when they are past the
+        """A load's query's rows and their text count, or ``None`` when past the
         bounds of :class:`~anvia_django.event_loops.LoadBound` (the rest is
         not converted: psycopg converts rows as they are fetched).
 
