@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from .conf import DEFAULTS, SETTINGS_NAME
+from .conf import DEFAULTS, REMOVED, SETTINGS_NAME
 
 
 def register() -> None:
@@ -35,7 +35,15 @@ def check_settings(
             )
         ]
     messages: list[checks.CheckMessage] = []
-    for key in sorted(set(configured) - set(DEFAULTS)):
+    for key in sorted(set(configured) & set(REMOVED)):
+        messages.append(
+            checks.Warning(
+                f"{SETTINGS_NAME}[{key!r}] was removed: {REMOVED[key]}; it is ignored.",
+                hint="Delete it from your settings.",
+                id="anvia_django.W007",
+            )
+        )
+    for key in sorted(set(configured) - set(DEFAULTS) - set(REMOVED)):
         messages.append(
             checks.Warning(
                 f"{SETTINGS_NAME}[{key!r}] is not a setting anvia_django knows; it is ignored.",
@@ -77,10 +85,6 @@ def check_settings(
             checks.Error(
                 "STORE_THREADS must be a positive integer or None.", id="anvia_django.E006"
             )
-        )
-    if not isinstance(values["EVENT_LOOP_APPENDS"], bool):
-        messages.append(
-            checks.Error("EVENT_LOOP_APPENDS must be True or False.", id="anvia_django.E007")
         )
     return messages
 

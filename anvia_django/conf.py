@@ -44,13 +44,14 @@ DEFAULTS: dict[str, Any] = {
     "SQL_DIALECT": "auto",
     # Threads (each with its own connections) that run store calls made from
     # async code with no request or async_to_sync caller around it; None sends
-    # them all to asgiref's one shared thread. See anvia_django/db_threads.py.
+    # them all to asgiref's one shared thread. See anvia_django/persistence/threads.py.
     "STORE_THREADS": 8,
-    # On PostgreSQL (psycopg 3) and SQLite, run those calls' appends in the
-    # event loop on connections of the store's own instead of on its threads;
-    # False keeps them on the threads. See anvia_django/event_loops.py.
-    "EVENT_LOOP_APPENDS": True,
 }
+
+REMOVED = {
+    "EVENT_LOOP_APPENDS": "appends and loads always run on Django's connections now",
+}
+"""Settings of earlier versions, and why they are gone (system check W007)."""
 
 ID_MAX_LENGTH = 255
 """Longest session id, user id or run id: the width of their columns."""
@@ -125,10 +126,6 @@ class AppSettings:
     def STORE_THREADS(self) -> int | None:
         value = self._get("STORE_THREADS")
         return None if value is None else int(value)
-
-    @property
-    def EVENT_LOOP_APPENDS(self) -> bool:
-        return bool(self._get("EVENT_LOOP_APPENDS"))
 
     @property
     def input_limits(self) -> InputLimits:

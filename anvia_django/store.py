@@ -3,20 +3,13 @@
 The async methods wrap the synchronous functions in
 :mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
 each in one hop to a sync thread: the caller's own one inside a request or
-``async_to_sync``, else one of the store's database threads
-(:mod:`anvia_django.db_threads`). There, an append to PostgreSQL or SQLite
-and a load from either (up to a bound) run in the event loop instead
-(:mod:`anvia_django.event_loops`).
+``async_to_sync``, else one of the store's threads
+(:mod:`anvia_django.persistence.threads`). Either way every statement runs
+on Django's connection for that thread, through its cursor wrappers.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from django.db import connections
-from django.db.backends.base.base import BaseDatabaseWrapper
-
-from . import async_postgres, async_sqlite
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.runs import MemoryRunInput
@@ -29,8 +22,6 @@ from .core.memory.types import (
     MemoryErrorInput,
     Message,
 )
-from .db_threads import run_in_db_thread
-from .event_loops import may_run_in_event_loop
 from .persistence import (
     append_messages,
     clear_conversation,
@@ -45,18 +36,9 @@ from .persistence import (
     rewind_conversation,
     write_summary,
 )
-from .persistence.databases import write_alias
-from .persistence.writes import validated_append
+from .persistence.threads import close_db_threads, run_in_db_thread
 
-
-def _event_loop_vendor(connection: BaseDatabaseWrapper) -> ModuleType | None:
-    """The module that runs appends and loads to ``connection``'s
-    database in the event loop, if any (see :mod:`anvia_django.event_loops`)."""
-    if async_postgres.applies(connection):
-        return async_postgres
-    if async_sqlite.applies(connection):
-        return async_sqlite
-    return None
+__all__ = ["DjangoMemoryInspector", "DjangoMemoryStore", "close_db_threads"]
 
 
 class DjangoMemoryInspector:
@@ -97,31 +79,12 @@ class DjangoMemoryStore:
         return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
-        connection = connections[write_alias(self.using)]
-        # The vendor first: elsewhere the setting's check would be wasted.
-        vendor = _event_loop_vendor(connection)
-        if vendor is not None and may_run_in_event_loop():
-            loaded: list[Message] | None = await vendor.load_on_event_loop(
-                context, connection, self.load_limit
-            )
-            if loaded is not None:
-                return loaded
         return await run_in_db_thread(
             load_messages, context, using=self.using, limit=self.load_limit
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        alias = write_alias(self.using)
-        if may_run_in_event_loop():
-            # One lookup per append: each costs microseconds (asgiref's Local).
-            connection = connections[alias]
-            vendor = _event_loop_vendor(connection)
-            if vendor is not None:
-                append = validated_append(input)
-                if append is not None:
-                    await vendor.append_on_event_loop(input, append, connection)
-                return
-        await run_in_db_thread(append_messages, input, using=alias)
+        await run_in_db_thread(append_messages, input, using=self.using)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

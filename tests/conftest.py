@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, connections
 
 from anvia_django import signals
-from anvia_django.db_threads import close_db_threads
+from anvia_django.persistence.threads import close_db_threads
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -21,8 +21,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"))
         if "server" in item.keywords and vendor == "sqlite":
             item.add_marker(pytest.mark.skip(reason="needs a database server, not SQLite"))
-        if "event_loop" in item.keywords and vendor not in ("sqlite", "postgresql"):
-            item.add_marker(pytest.mark.skip(reason="needs SQLite or PostgreSQL"))
 
 
 @pytest.fixture(autouse=True)

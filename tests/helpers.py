@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 
 from anvia_django.core.memory import MemoryAppendInput, MemoryContext, Message
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
-from anvia_django.persistence.dialects import APPEND_FUNCTION
+from anvia_django.persistence.dialects.postgresql import APPEND_FUNCTION
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from asgiref.sync import ThreadSensitiveContext, async_to_sync
 from django.db import DatabaseError, connections, transaction
 from django.test import TestCase
 
-from anvia_django.db_threads import close_db_threads, has_outer_sync_thread, run_in_db_thread
+from anvia_django.persistence.threads import close_db_threads, has_outer_sync_thread, run_in_db_thread
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages
 from anvia_django.store import DjangoMemoryStore
@@ -229,8 +229,6 @@ def test_a_dead_connection_is_replaced_after_the_call_that_met_it(settings: Any)
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True, databases=["default", "pooled"])
 def test_psycopg_pool_connections_go_back_after_each_call(pooled_alias: str, settings: Any) -> None:
-    # Appends on the store's threads, not in the event loop, to use the pool.
-    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
     store = DjangoMemoryStore(using=pooled_alias)
 
     async def main() -> None:
@@ -309,11 +307,10 @@ def test_a_call_cancelled_before_it_started_never_runs(settings: Any) -> None:
     assert ran == []
 
 
-@pytest.mark.parametrize("value", [0, 1, "yes", None])
-def test_event_loop_appends_must_be_a_bool(settings: Any, value: object) -> None:
+def test_the_removed_event_loop_setting_is_named_and_ignored(settings: Any) -> None:
     from anvia_django.checks import check_settings
 
-    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": value}
-    assert [m.id for m in check_settings()] == ["anvia_django.E007"]
-    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": False}
-    assert check_settings() == []
+    settings.ANVIA_DJANGO = {"EVENT_LOOP_APPENDS": True}
+    messages = check_settings()
+    assert [m.id for m in messages] == ["anvia_django.W007"]
+    assert "EVENT_LOOP_APPENDS" in messages[0].msg

@@ -294,7 +294,7 @@ def test_without_the_append_function_appends_run_in_steps(
 ) -> None:
     # As before ``migrate`` created it; the test's transaction restores it.
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP FUNCTION {dialects.APPEND_FUNCTION}")
+        cursor.execute(f"DROP FUNCTION {dialects.postgresql.APPEND_FUNCTION}")
     try:
         append_messages(append_input("s", [user("q")], turn=1))
         append_messages(append_input("s", [user("q")], turn=1))  # a retry

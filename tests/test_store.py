@@ -14,7 +14,7 @@ from anvia_django.core.memory import (
     get_inspector,
 )
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
-from anvia_django.persistence.dialects import APPEND_FUNCTION
+from anvia_django.persistence.dialects.postgresql import APPEND_FUNCTION
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, assistant, run, snapshot, user

@@ -67,8 +67,8 @@ from anvia_django.core.memory.types import (
     Message,
 )
 from anvia_django.core.memory.validation import validate_context
-from anvia_django.db_threads import run_in_db_thread
 from anvia_django.persistence import clear_conversation, load_messages
+from anvia_django.persistence.threads import run_in_db_thread
 
 from .batches import BATCH_TURN, append_batch, new_batch_id
 from .keys import user_conversation_session_id

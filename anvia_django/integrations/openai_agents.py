@@ -42,13 +42,13 @@ from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.runs import MemoryRunInput, TokenUsage
 from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryErrorInput, Message
 from anvia_django.core.memory.validation import validate_context
-from anvia_django.db_threads import run_in_db_thread
 from anvia_django.persistence import (
     clear_conversation,
     load_latest_messages,
     load_messages,
     pop_last_message,
 )
+from anvia_django.persistence.threads import run_in_db_thread
 
 from .batches import append_batch
 from .runs import RunTally, model_identifier, record_outcome, run_input

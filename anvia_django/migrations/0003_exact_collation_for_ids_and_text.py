@@ -24,18 +24,25 @@ EXACT_COLUMNS = {
 }
 
 
-def _columns(field: Any) -> tuple[Any, Any]:
-    """The column as it was (Django's own field: the table's collation) and
-    as it becomes (this app's field: the exact collation)."""
+def exact_collation(connection: Any) -> str | None:
+    """The binary, NO PAD ``utf8mb4`` collation of MySQL or MariaDB; ``None``
+    elsewhere (frozen here: what the app chose when this was written)."""
+    if connection.vendor != "mysql":
+        return None
+    if getattr(connection, "mysql_is_mariadb", False):
+        return "utf8mb4_nopad_bin"
+    version = getattr(connection, "mysql_version", (0,))
+    return "utf8mb4_0900_bin" if version >= (8, 0, 17) else "utf8mb4_bin"
+
+
+def _columns(field: Any, collation: str) -> tuple[Any, Any]:
+    """The column as it was (the table's collation) and as it becomes (the
+    exact collation)."""
     name, _, args, kwargs = field.deconstruct()
-    pair: tuple[type[Any], type[Any]]
-    if isinstance(field, models.CharField):
-        pair = (models.CharField, anvia_django.fields.IdentifierField)
-    else:
-        pair = (models.TextField, anvia_django.fields.ExactTextField)
+    field_class = models.CharField if isinstance(field, models.CharField) else models.TextField
     columns = []
-    for field_class in pair:
-        column = field_class(*args, **kwargs)
+    for db_collation in (None, collation):
+        column = field_class(*args, **{**kwargs, "db_collation": db_collation})
         column.set_attributes_from_name(name)
         column.model = field.model
         columns.append(column)
@@ -43,14 +50,13 @@ def _columns(field: Any) -> tuple[Any, Any]:
 
 
 def _alter(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor, *, forwards: bool) -> None:
-    from anvia_django.persistence.dialects import column_collation
-
-    if column_collation(schema_editor.connection) is None:
+    collation = exact_collation(schema_editor.connection)
+    if collation is None:
         return  # the columns are the same as before here
     for model_name, names in EXACT_COLUMNS.items():
         model = apps.get_model("anvia_django", model_name)
         for name in names:
-            plain, exact = _columns(model._meta.get_field(name))
+            plain, exact = _columns(model._meta.get_field(name), collation)
             old, new = (plain, exact) if forwards else (exact, plain)
             schema_editor.alter_field(model, old, new)
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from django.db.models import Subquery
 
@@ -22,27 +20,6 @@ from .reconnect import retry_if_connection_lost
 from .scope import check_scope
 
 
-class Reader(Protocol):
-    """Gives a compiled query's converted rows: run on Django's connection
-    (:class:`ThroughDjango`), or fetched in the event loop beforehand
-    (:mod:`anvia_django.event_loop_loads`)."""
-
-    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]: ...
-
-    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ThroughDjango:
-    alias: str
-
-    def column(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[Any]:
-        return query.column(self.alias, values)
-
-    def rows(self, query: CompiledQuery, values: Mapping[str, Any]) -> list[list[Any]]:
-        return query.rows(self.alias, values)
-
-
 @retry_if_connection_lost
 def load_messages(
     context: MemoryContext, *, using: str | None = None, limit: int | None = None
@@ -55,29 +32,19 @@ def load_messages(
     """
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
-    return read_messages(ThroughDjango(alias), context, alias, limit)
-
-
-def read_messages(
-    reader: Reader, context: MemoryContext, alias: str, limit: int | None
-) -> list[Message]:
-    """:func:`load_messages` of a validated ``context`` on ``alias``, its
-    queries run by ``reader``.
-
-    One query when the context is trusted or the session has messages its
-    user may read; a second one only when a user-scoped read found nothing,
-    to tell an empty or unknown session from another user's.
-    """
+    # One query when the context is trusted or the session has messages its
+    # user may read; a second one only when a user-scoped read found nothing,
+    # to tell an empty or unknown session from another user's.
     if limit is None:
-        messages = reader.column(_messages_query(alias, _scoped(context), None), _values(context))
+        messages = _messages_query(alias, _scoped(context), None).column(alias, _values(context))
         if not messages:
-            _check_owner(reader, context, alias)
+            _check_owner(context, alias)
         return messages
     # One more than the window, so the run boundary before it is visible.
     query = _messages_query(alias, _scoped(context), limit + 1, with_runs=True)
-    rows = reader.rows(query, _values(context))
+    rows = query.rows(alias, _values(context))
     if not rows:
-        _check_owner(reader, context, alias)
+        _check_owner(context, alias)
         return []
     rows.reverse()
     start = window_start([run_id for run_id, _ in rows], limit)
@@ -96,13 +63,12 @@ def load_latest_messages(
         raise InvalidMemoryInputError("must be a non-negative integer", path="limit")
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
-    reader = ThroughDjango(alias)
     if not count:
-        _check_owner(reader, context, alias)
+        _check_owner(context, alias)
         return []
-    messages = reader.column(_messages_query(alias, _scoped(context), count), _values(context))
+    messages = _messages_query(alias, _scoped(context), count).column(alias, _values(context))
     if not messages:
-        _check_owner(reader, context, alias)
+        _check_owner(context, alias)
     messages.reverse()
     return messages
 
@@ -144,18 +110,17 @@ def _messages_query(
     return compile_once(ordered.values_list(*columns)[:newest], alias)
 
 
-def _check_owner(reader: Reader, context: MemoryContext, alias: str) -> None:
+def _check_owner(context: MemoryContext, alias: str) -> None:
     """Raise ``ConversationScopeError`` when the session exists and belongs
     to another user; needed only after a user-scoped read found nothing."""
     if not context.user_id:
         return
-    for owner in reader.column(_owner_query(alias), _values(context)):
+    for owner in _owner_query(alias).column(alias, _values(context)):
         check_scope(owner, context.user_id)
 
 
 @lru_cache(maxsize=16)
 def _owner_query(alias: str) -> CompiledQuery:
-    """Compiled, as the loads are, so that any :class:`Reader` can run it."""
     session_id = Slot("session_id", Conversation._meta.get_field("session_id"))
     owners = Conversation.objects.filter(session_id=session_id).values_list("user_id")
     return compile_once(owners, alias)

@@ -64,15 +64,6 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
         )
 
 
-@retry_if_connection_lost
-def append_in_steps(
-    input: MemoryAppendInput, append: AppendRequest, *, using: str | None = None
-) -> None:
-    """:func:`append_messages` of an already validated ``append``, without
-    trying the one statement (its caller tried it already)."""
-    _append_in_steps(write_alias(using), input, append)
-
-
 def validated_append(input: MemoryAppendInput) -> AppendRequest | None:
     """``input`` checked and encoded for the database; ``None``: nothing to append."""
     encoded = validate_append(input, app_settings.input_limits)

@@ -38,9 +38,12 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
-from django.db import connections, router
+from django.db import connections
 
-from .conf import app_settings
+from anvia_django.conf import app_settings
+
+from .databases import write_alias
+from .dialects import one_writer_at_a_time
 
 R = TypeVar("R")
 
@@ -217,10 +220,7 @@ _pools_lock = threading.Lock()
 
 
 def _pool_for(using: str | None, size: int) -> DatabaseThreadPool:
-    alias = using or _write_alias()
-    # Imported here: the dialects import the models, which need the app registry.
-    from .persistence.dialects import one_writer_at_a_time
-
+    alias = write_alias(using)
     key = (alias, 1) if one_writer_at_a_time(connections[alias]) else ("", size)
     pool = _pools.get(key)
     if pool is None:
@@ -231,29 +231,17 @@ def _pool_for(using: str | None, size: int) -> DatabaseThreadPool:
     return pool
 
 
-def _write_alias() -> str:
-    from .models import Conversation
-
-    return router.db_for_write(Conversation)
-
-
 def close_db_threads(timeout: float | None = 30) -> None:
     """Stop the store's database threads after their queued calls, closing their connections.
 
-    Closes the event loops' async connections of appends too
-    (:mod:`anvia_django.async_postgres`). For a worker's shutdown hook, or
-    before closing a psycopg pool. Later store calls start new threads and
-    connections.
+    For a worker's shutdown hook, or before closing a psycopg pool. Later
+    store calls start new threads and connections.
     """
     with _pools_lock:
         pools = list(_pools.values())
         _pools.clear()
     for pool in pools:
         pool.close(timeout)
-    # Imported here: that module builds on this one.
-    from .event_loops import close_event_loop_connections
-
-    close_event_loop_connections()
 
 
 def _forget_pools_after_fork() -> None:

@@ -1,0 +1,93 @@
+"""What differs by database, one module per vendor.
+
+Everything else in the app is plain Django. Kept here:
+
+- creating, locking and reserving positions on a conversation row. Doing it
+  in one upsert statement is both the fastest way (about 2x the ORM form)
+  and the race-free one: a first append from many processes at once must
+  neither fail on the unique session id nor deadlock;
+- the retried-append check and the multi-row message INSERT;
+- the column collation that keeps ids exact (``"Abc"`` and ``"abc"`` are two
+  sessions everywhere) and text in 4-byte UTF-8 on MySQL/MariaDB;
+- the planner's row estimate the admin uses instead of a full count.
+
+Any other backend gets :class:`~.base.Dialect`: the ORM with
+``select_for_update``. Every statement of every dialect runs on Django's
+connection for the calling thread, through its cursor wrappers.
+"""
+
+from __future__ import annotations
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
+
+from anvia_django.conf import app_settings
+
+from .base import AppendRequest, Dialect, LockedConversation, NewMessages
+from .mysql import MariaDBDialect, MySQLDialect
+from .postgresql import PostgreSQLDialect, forget_missing_functions
+from .sqlite import SQLiteDialect
+
+__all__ = [
+    "GENERIC",
+    "AppendRequest",
+    "Dialect",
+    "LockedConversation",
+    "NewMessages",
+    "column_collation",
+    "dialect_for",
+    "estimated_row_count",
+    "forget_missing_functions",
+    "one_writer_at_a_time",
+    "unknown_vendor",
+    "vendor_dialect",
+]
+
+GENERIC = Dialect()
+_POSTGRESQL = PostgreSQLDialect()
+_SQLITE = SQLiteDialect()
+_MYSQL = MySQLDialect()
+_MARIADB = MariaDBDialect()
+
+
+def dialect_for(using: str) -> Dialect:
+    """The dialect the store uses on database ``using``: its vendor's, or the
+    generic one where ``ANVIA_DJANGO["SQL_DIALECT"]`` says ``"generic"``."""
+    if app_settings.SQL_DIALECT == "generic":
+        return GENERIC
+    return vendor_dialect(connections[using])
+
+
+def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
+    """The dialect written for ``connection``'s vendor, else the generic one."""
+    vendor = connection.vendor
+    if vendor == "postgresql":
+        return _POSTGRESQL
+    if vendor == "sqlite":
+        # RETURNING needs SQLite 3.35; Django 5.2 still runs on 3.31.
+        return _SQLITE if connection.features.can_return_columns_from_insert else GENERIC
+    if vendor == "mysql":
+        return _MARIADB if connection.features.can_return_columns_from_insert else _MYSQL
+    return GENERIC
+
+
+def one_writer_at_a_time(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the database runs one writing transaction at a time (SQLite)."""
+    return bool(connection.vendor == "sqlite")
+
+
+def unknown_vendor(connection: BaseDatabaseWrapper) -> str | None:
+    """The vendor name of ``connection`` if no dialect here is written for it."""
+    return None if connection.vendor in ("postgresql", "sqlite", "mysql") else connection.vendor
+
+
+def column_collation(connection: BaseDatabaseWrapper) -> str | None:
+    """The collation this app's text columns get on ``connection``."""
+    return vendor_dialect(connection).column_collation(connection)
+
+
+def estimated_row_count(using: str, model: type[Model]) -> int | None:
+    """The planner's row estimate for ``model``'s table, where there is one
+    (PostgreSQL): for counts that must not scan a huge table."""
+    return vendor_dialect(connections[using]).estimated_row_count(using, model)

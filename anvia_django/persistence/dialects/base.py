@@ -1,0 +1,178 @@
+"""What every dialect shares: an append's data, and the ORM dialect that
+any database Django supports gets (:class:`Dialect`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import F, Model, TextField
+from django.db.models.functions import Cast
+
+from anvia_django.core.memory.types import JsonObject
+from anvia_django.fields import EncodedJSON
+from anvia_django.models import Conversation, MemoryMessage
+
+
+@dataclass(frozen=True, slots=True)
+class LockedConversation:
+    id: int
+    ref: str
+    user_id: str | None
+    first_position: int
+    """The position of the first of the reserved messages."""
+    updated_at: datetime
+    """The conversation's new ``updated_at``: never earlier than the one before,
+    so the messages written under this lock are stamped in position order even
+    when this writer read the clock before another's commit."""
+
+    def could_hold(self, count: int) -> bool:
+        """Whether ``count`` messages appended now could be stored already (a
+        retry): not in a new conversation, nor in one shorter than that."""
+        return self.first_position >= count
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessages:
+    """The rows of one append, messages already encoded as JSON text."""
+
+    conversation_id: int
+    first_position: int
+    run_id: str
+    turn: int
+    roles: list[str]
+    encoded: list[str]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One validated append, messages already encoded as JSON text."""
+
+    session_id: str
+    user_id: str | None
+    metadata: JsonObject | None
+    run_id: str
+    turn: int
+    roles: list[str]
+    encoded: list[str]
+    now: datetime
+
+
+class Dialect:
+    """Any database Django supports: the ORM, with ``select_for_update``.
+
+    Correct wherever a failed INSERT releases its locks with its savepoint
+    (PostgreSQL does): creating a new session may otherwise deadlock when
+    several first appends race.
+    """
+
+    def lock_conversation(
+        self,
+        using: str,
+        *,
+        session_id: str,
+        user_id: str | None,
+        metadata: JsonObject | None,
+        now: datetime,
+        reserve: int,
+    ) -> LockedConversation:
+        conversations = Conversation.objects.using(using)
+        row = conversations.select_for_update().filter(session_id=session_id).first()
+        if row is None:
+            try:
+                with transaction.atomic(using=using):
+                    row = conversations.create(
+                        session_id=session_id,
+                        user_id=user_id,
+                        metadata=metadata,
+                        created_at=now,
+                        updated_at=now,
+                        message_count=0,
+                    )
+            except IntegrityError:
+                # Another writer created it first; its commit released the row.
+                row = conversations.select_for_update().get(session_id=session_id)
+        updated_at = max(now, row.updated_at)
+        changes: dict[str, object] = {
+            "updated_at": updated_at,
+            "message_count": F("message_count") + reserve,
+        }
+        if metadata is not None:
+            changes["metadata"] = metadata
+        conversations.filter(pk=row.pk).update(**changes)
+        return LockedConversation(row.pk, row.ref, row.user_id, row.message_count, updated_at)
+
+    def append_in_one_statement(
+        self, using: str, append: AppendRequest
+    ) -> LockedConversation | None:
+        """Do the whole append (create or lock, scope check, retry check,
+        reserve, insert) in one statement, where the dialect has one;
+        ``None`` means nothing was written and the caller must take the row
+        lock and append in steps."""
+        return None
+
+    def insert_messages(
+        self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
+    ) -> bool:
+        """Insert ``rows``; with ``unless_retry_of``, first compare it with the
+        text of the last messages stored for the run and turn, and write
+        nothing (returning ``False``) when they are equal.
+
+        ``False`` means the caller must roll the transaction back: a dialect
+        may have written the rows in the statement that compared them.
+        Runs under the conversation's row lock, so the comparison sees every
+        append committed before this one.
+        """
+        if unless_retry_of is not None:
+            stored = (
+                MemoryMessage.objects.using(using)
+                .filter(conversation_id=rows.conversation_id, run_id=rows.run_id, turn=rows.turn)
+                # The column's value, not the decoded message (see _as_stored).
+                .annotate(text=Cast("message", output_field=TextField()))
+                .order_by("-position")
+                .values_list("text", flat=True)[: len(unless_retry_of)]
+            )
+            if _in_position_order(list(stored)) == _as_stored(connections[using], unless_retry_of):
+                return False
+        MemoryMessage.objects.using(using).bulk_create(
+            [
+                MemoryMessage(
+                    conversation_id=rows.conversation_id,
+                    position=rows.first_position + offset,
+                    run_id=rows.run_id,
+                    turn=rows.turn,
+                    role=role,
+                    message=EncodedJSON(message),
+                    created_at=rows.created_at,
+                )
+                for offset, (role, message) in enumerate(zip(rows.roles, rows.encoded, strict=True))
+            ]
+        )
+        return True
+
+    def column_collation(self, connection: BaseDatabaseWrapper) -> str | None:
+        """The collation of this app's text columns; ``None``: the database's own."""
+        return None
+
+    def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
+        """The planner's idea of ``model``'s row count, ``None`` if it has none."""
+        return None
+
+
+def _in_position_order(newest_first: list[str]) -> list[str]:
+    newest_first.reverse()
+    return newest_first
+
+
+def _as_stored(connection: BaseDatabaseWrapper, encoded: list[str]) -> list[Any]:
+    """``encoded`` as the message column holds it: what the field makes of it.
+
+    A retry is recognised by comparing column values, not decoded messages:
+    in Python ``True == 1 == 1.0`` would call different messages equal.
+    """
+    encode = MemoryMessage._meta.get_field("message").get_db_prep_save
+    return [encode(EncodedJSON(message), connection) for message in encoded]

@@ -1,0 +1,135 @@
+"""PostgreSQL: an append is one call of the database function that
+migrations 0005 and 0006 create (their SQL is frozen there)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import ProgrammingError, connections, transaction
+from django.db.models import Model
+
+from anvia_django.fields import EncodedJSON
+from anvia_django.models import MemoryMessage, new_ref
+
+from .base import AppendRequest, LockedConversation, NewMessages, _as_stored
+from .statements import (
+    _HandWrittenInsert,
+    _locked,
+    _OnConflictUpsert,
+    _stamp_and_metadata,
+    _stored_tail,
+    _tail_params,
+    _tail_sql,
+)
+
+logger = logging.getLogger(__name__)
+
+APPEND_FUNCTION = "anvia_django_append"
+APPEND_ARGUMENT_TYPES = "text, text, text, text, timestamptz, text, text, integer, text[], text[]"
+_APPEND_CALL = (
+    f"SELECT * FROM {APPEND_FUNCTION}("
+    + ", ".join(f"%s::{kind}" for kind in APPEND_ARGUMENT_TYPES.split(", "))
+    + ")"
+)
+UNDEFINED_FUNCTION = "42883"
+
+_without_append_function: set[str] = set()
+"""Aliases whose database lacks the append function (migrations not applied yet)."""
+
+
+def forget_missing_functions(**kwargs: object) -> None:
+    """After ``migrate`` (``post_migrate``): look for the append function again."""
+    _without_append_function.clear()
+
+
+class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
+    """An append is one call of a PL/pgSQL function, ``anvia_django_append``:
+    one round trip, in autocommit its own transaction.
+
+    The function runs the append in steps on the server: it locks the
+    conversation row (or creates it), then checks the scope and the retry
+    in statements of their own, whose snapshots under READ COMMITTED are
+    taken after the lock was granted and so see every append committed
+    before it; then it reserves the positions and inserts. The lock is
+    held for the server's work only, never for a round trip, and PL/pgSQL
+    keeps its statements' plans for the connection's life, which Django's
+    default client-side binding would not. For another user's session or a
+    retry it writes nothing and returns no row: the caller then appends in
+    steps, which raise the scope error or recognise the retry. Without the
+    function (migrations not applied yet) the caller appends in steps.
+    """
+
+    def append_in_one_statement(
+        self, using: str, append: AppendRequest
+    ) -> LockedConversation | None:
+        if using in _without_append_function:
+            return None
+        connection = connections[using]
+        stamp, metadata = _stamp_and_metadata(connection, append.now, append.metadata)
+        encode = MemoryMessage._meta.get_field("message").get_db_prep_save
+        stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
+        params = [
+            *(new_ref(), append.session_id, append.user_id, append.user_id or None, stamp),
+            *(metadata, append.run_id, append.turn, append.roles, stored),
+        ]
+        try:
+            # Inside the caller's transaction a savepoint, so that a missing
+            # function leaves it usable; in autocommit the call is a transaction.
+            if connection.in_atomic_block:
+                with transaction.atomic(using=using), connection.cursor() as cursor:
+                    cursor.execute(_APPEND_CALL, params)
+                    row = cursor.fetchone()
+            else:
+                with connection.cursor() as cursor:
+                    cursor.execute(_APPEND_CALL, params)
+                    row = cursor.fetchone()
+        except ProgrammingError as error:
+            if getattr(error.__cause__, "sqlstate", None) != UNDEFINED_FUNCTION:
+                raise
+            _note_missing_function(using)
+            return None
+        return None if row is None else _locked(connection, row, len(append.encoded))
+
+    def insert_messages(
+        self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
+    ) -> bool:
+        if unless_retry_of is None:
+            return super().insert_messages(using, rows, unless_retry_of=None)
+        connection = connections[using]
+        first, *rest = self._inserts(connection, rows)
+        with connection.cursor() as cursor:
+            # One statement: the tail is read from the statement's snapshot,
+            # taken after the row lock was granted, and the INSERT's own rows
+            # are invisible to it. Data-modifying CTEs run even unreferenced.
+            cursor.execute(
+                f"WITH tail AS ({_tail_sql(using)}), written AS ({first[0]}) SELECT * FROM tail",
+                [*_tail_params(rows, unless_retry_of), *first[1]],
+            )
+            if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
+                return False
+            for sql, params in rest:
+                cursor.execute(sql, params)
+        return True
+
+    def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
+        connection = connections[using]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+                [connection.ops.quote_name(model._meta.db_table)],
+            )
+            row = cursor.fetchone()
+        # -1 (never analysed) or no row: no estimate.
+        return int(row[0]) if row and row[0] >= 0 else None
+
+
+def _note_missing_function(using: str) -> None:
+    """Append in steps on ``using`` until the next ``migrate``, and say so once."""
+    if using not in _without_append_function:
+        _without_append_function.add(using)
+        logger.warning(
+            "The database of alias %r has no %s function: appends run in steps "
+            "until `manage.py migrate` has run.",
+            using,
+            APPEND_FUNCTION,
+        )
