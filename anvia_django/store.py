@@ -84,7 +84,7 @@ class DjangoMemoryStore:
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        await run_in_db_thread(append_messages, input, using=self.using)
+        await run_in_db_thread(append_messages, input, using=self.using, groupable=True)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

@@ -35,6 +35,8 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
@@ -44,10 +46,24 @@ from anvia_django.conf import app_settings
 
 from .databases import write_alias
 from .dialects import one_writer_at_a_time
+from .groups import commit_together
 
 R = TypeVar("R")
 
-_Job = tuple[Future[Any], contextvars.Context, Callable[[], Any]]
+MOST_CALLS_PER_GROUP = 32
+"""Bounds how long one group's transaction holds its locks (see :mod:`.groups`)."""
+
+
+@dataclass(slots=True)
+class _Job:
+    future: Future[Any]
+    context: contextvars.Context
+    call: Callable[[], Any]
+    group: str | None
+    """The alias of a call that may share a transaction with others queued
+    for it (an append: :func:`.groups.commit_together`), else ``None``."""
+
+
 _Inbox = queue.SimpleQueue[_Job | None]
 
 
@@ -71,14 +87,24 @@ def has_outer_sync_thread() -> bool:
 
 
 async def run_in_db_thread(
-    fn: Callable[..., R], /, *args: Any, using: str | None, **kwargs: Any
+    fn: Callable[..., R], /, *args: Any, using: str | None, groupable: bool = False, **kwargs: Any
 ) -> R:
-    """Await ``fn(*args, using=using, **kwargs)``: sync database work on alias ``using``."""
+    """Await ``fn(*args, using=using, **kwargs)``: sync database work on alias ``using``.
+
+    ``groupable``: on a store thread, the call may share one transaction
+    with others queued at the same time, each in a savepoint of its own
+    (:mod:`.groups`); only for calls whose outcome that cannot change.
+    """
     size = app_settings.STORE_THREADS
     if size is None or has_outer_sync_thread():
         return await sync_to_async(fn)(*args, using=using, **kwargs)
-    pool = _pool_for(using, size)
-    future = pool.submit(contextvars.copy_context(), lambda: fn(*args, using=using, **kwargs))
+    alias = write_alias(using)
+    pool = _pool_for(alias, size)
+    future = pool.submit(
+        contextvars.copy_context(),
+        lambda: fn(*args, using=alias, **kwargs),
+        group=alias if groupable else None,
+    )
     waiter = asyncio.wrap_future(future)
     try:
         return await asyncio.shield(waiter)
@@ -113,9 +139,11 @@ class DatabaseThreadPool:
         self._threads: list[threading.Thread] = []
         self._closed = False
 
-    def submit(self, context: contextvars.Context, call: Callable[[], R]) -> Future[R]:
+    def submit(
+        self, context: contextvars.Context, call: Callable[[], R], *, group: str | None = None
+    ) -> Future[R]:
         future: Future[R] = Future()
-        job: _Job = (future, context, call)
+        job = _Job(future, context, call, group)
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"the store's database threads {self.name!r} are closed")
@@ -157,30 +185,58 @@ class DatabaseThreadPool:
             connections.close_all()
 
     def _run_next(self, inbox: _Inbox) -> bool:
-        """Wait for a job and run it; False when told to stop.
+        """Wait for a job and run it, with the jobs it may share a
+        transaction with; False when told to stop.
 
-        Nothing of the job outlives this call: a result kept until the next
+        Nothing of the jobs outlives this call: a result kept until the next
         job (a loaded transcript, say) would stay in memory while the thread
         idles, and be freed on the next caller's time.
         """
         job = inbox.get()
         if job is None:
             return False
-        future, context, call = job
-        if not future.set_running_or_notify_cancel():
+        jobs = [
+            each
+            for each in [job, *self._joining(job)]
+            if each.future.set_running_or_notify_cancel()
+        ]
+        if not jobs:
             self._next_job(inbox)
             return True
-        try:
-            result = context.run(_one_call, call)
-        except BaseException as exc:
-            self._next_job(inbox)
-            future.set_exception(exc)
+        if len(jobs) == 1:
+            outcomes = [_outcome(jobs[0].context, _one_call, jobs[0].call)]
         else:
-            # Idle before the caller hears back: its next call, submitted as
-            # soon as it does, then finds this thread and its connection.
-            self._next_job(inbox)
-            future.set_result(result)
+            alias = job.group
+            assert alias is not None
+            calls = [(each.context, each.call) for each in jobs]
+            # Each call runs in its own caller's context (commit_together).
+            ok, value = _outcome(
+                contextvars.Context(), _one_call, partial(commit_together, alias, calls)
+            )
+            outcomes = value if ok else [(False, value)] * len(jobs)
+        # Idle before the callers hear back: a caller's next call, submitted
+        # as soon as it does, then finds this thread and its connection.
+        self._next_job(inbox)
+        for each, (ok, value) in zip(jobs, outcomes, strict=True):
+            if ok:
+                each.future.set_result(value)
+            else:
+                each.future.set_exception(value)
         return True
+
+    def _joining(self, job: _Job) -> list[_Job]:
+        """The queued jobs that may share ``job``'s transaction, taken off the backlog."""
+        if job.group is None:
+            return []
+        with self._lock:
+            joining = [each for each in self._backlog if each.group == job.group]
+            joining = joining[: MOST_CALLS_PER_GROUP - 1]
+            if joining:
+                taken = {id(each) for each in joining}
+                self._backlog = collections.deque(
+                    each for each in self._backlog if id(each) not in taken
+                )
+        return joining
 
     def _next_job(self, inbox: _Inbox) -> None:
         """Give this thread a waiting job, else stop it when closed, else mark it idle."""
@@ -191,6 +247,16 @@ class DatabaseThreadPool:
                 inbox.put(None)
             else:
                 self._idle.append(inbox)
+
+
+def _outcome(
+    context: contextvars.Context, run: Callable[[Callable[[], R]], R], call: Callable[[], R]
+) -> tuple[bool, Any]:
+    """``(True, result)`` or ``(False, exception)`` of ``run(call)`` in ``context``."""
+    try:
+        return True, context.run(run, call)
+    except BaseException as exc:
+        return False, exc
 
 
 def _one_call(call: Callable[[], R]) -> R:
@@ -219,8 +285,7 @@ _pools: dict[tuple[str, int], DatabaseThreadPool] = {}
 _pools_lock = threading.Lock()
 
 
-def _pool_for(using: str | None, size: int) -> DatabaseThreadPool:
-    alias = write_alias(using)
+def _pool_for(alias: str, size: int) -> DatabaseThreadPool:
     key = (alias, 1) if one_writer_at_a_time(connections[alias]) else ("", size)
     pool = _pools.get(key)
     if pool is None:
