@@ -1,13 +1,16 @@
-"""W1..W7 as issue 6 lists them; each returns rows for the results table."""
+"""W1..W7 as issue 6 lists them, and W10 (a job per ``asyncio.run``); each
+returns rows for the results table."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from anvia_django.core.memory.types import (
+    MemoryAppendInput,
     MemoryContext,
     MemoryConversationListOptions,
     Message,
@@ -43,6 +46,8 @@ class Sizes:
     one_session_writers: int = 8
     one_session_appends: int = 50
     read_repeats: int = 7
+    jobs: int = 200
+    """W10: jobs that are each their own ``asyncio.run``."""
 
 
 QUICK = Sizes(
@@ -61,6 +66,7 @@ QUICK = Sizes(
     write_repeats=3,
     read_repeats=3,
     one_session_appends=10,
+    jobs=20,
 )
 
 
@@ -241,3 +247,53 @@ async def memory(bench: Bench) -> list[Row]:
     from .api import memory_rows
 
     return await sync_to_async(memory_rows)(bench.sizes)
+
+
+async def jobs(bench: Bench) -> list[Row]:
+    """W10: a job that is its own ``asyncio.run`` (a Celery task, a management
+    command): append a message and load the session, against the same calls
+    made in one long-lived event loop. Both run in one worker thread, as a
+    job runner's thread would (``asyncio.run`` cannot nest in the harness's
+    own loop)."""
+    empty_tables()
+    count = bench.sizes.jobs
+    store = bench.store
+
+    async def job(number: int) -> None:
+        context = MemoryContext(f"job-{number % 50}")
+        await store.append(MemoryAppendInput(context, f"run-{number}", 1, [_job_message]))
+        await store.load(context)
+
+    def each_its_own_loop() -> None:
+        for number in range(count):
+            asyncio.run(job(number))
+
+    def one_loop() -> None:
+        async def all_jobs() -> None:
+            for number in range(count):
+                await job(number)
+
+        asyncio.run(all_jobs())
+
+    async def per_job() -> None:
+        await asyncio.to_thread(each_its_own_loop)
+
+    async def long_loop() -> None:
+        await asyncio.to_thread(one_loop)
+
+    job_s, loop_s = await measure(per_job, long_loop, bench.sizes.write_repeats)
+    return [
+        Row(
+            "W10",
+            "a job per asyncio.run: append + load (vs the same jobs in one long-lived loop)",
+            count,
+            job_s,
+            loop_s,
+            bench.sizes.write_repeats,
+            target=1.5,
+            baseline="one event loop",
+        )
+    ]
+
+
+_job_message: Message = {"role": "user", "content": "a job's message"}

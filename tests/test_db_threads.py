@@ -20,9 +20,13 @@ from asgiref.sync import ThreadSensitiveContext, async_to_sync
 from django.db import DatabaseError, connections, transaction
 from django.test import TestCase
 
-from anvia_django.persistence.threads import close_db_threads, has_outer_sync_thread, run_in_db_thread
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages
+from anvia_django.persistence.threads import (
+    close_db_threads,
+    has_outer_sync_thread,
+    run_in_db_thread,
+)
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, user

@@ -26,7 +26,9 @@ def test_the_append_function_comes_and_goes_with_migration_0005() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT to_regprocedure(%s) IS NOT NULL",
-                [f"{dialects.postgresql.APPEND_FUNCTION}({dialects.postgresql.APPEND_ARGUMENT_TYPES})"],
+                [
+                    f"{dialects.postgresql.APPEND_FUNCTION}({dialects.postgresql.APPEND_ARGUMENT_TYPES})"
+                ],
             )
             return bool(cursor.fetchone()[0])
 

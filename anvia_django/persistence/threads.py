@@ -263,11 +263,7 @@ def _one_call(call: Callable[[], R]) -> R:
     """One store call as a unit of work, like a request for Django's connections."""
     for conn in connections.all(initialized_only=True):
         if conn.settings_dict.get("CONN_MAX_AGE") == 0 and not _pooled(conn):
-            # 0 means "close at the end of each request". A pool thread serves
-            # no requests: like a management command (and Django's own async
-            # ORM calls outside requests) it keeps its connection; errors and
-            # a changed autocommit still drop it below.
-            conn.close_at = None
+            keep_between_calls(conn)
         conn.close_if_unusable_or_obsolete()
     try:
         return call()
@@ -275,6 +271,20 @@ def _one_call(call: Callable[[], R]) -> R:
         for conn in connections.all(initialized_only=True):
             if conn.connection is not None and _pooled(conn) and not conn.in_atomic_block:
                 conn.close()  # back to the psycopg pool, which bounds connections
+
+
+def keep_between_calls(conn: Any) -> None:
+    """Let ``close_if_unusable_or_obsolete`` keep ``conn`` (``CONN_MAX_AGE = 0``)
+    unless it is unusable or its autocommit changed.
+
+    0 means "close at the end of each request". A store thread serves no
+    requests: like a management command (and Django's own async ORM calls
+    outside requests) it keeps its connection. The one place that sets a
+    private attribute of Django's (``close_at``, the deadline
+    ``close_if_unusable_or_obsolete`` reads); tests/test_private_apis.py
+    fails when Django renames it.
+    """
+    conn.close_at = None
 
 
 def _pooled(conn: Any) -> bool:
