@@ -44,7 +44,7 @@ from django.db import connections
 
 from anvia_django.conf import app_settings
 
-from .databases import write_alias
+from .databases import read_alias, write_alias
 from .dialects import one_writer_at_a_time
 from .groups import commit_together
 
@@ -62,6 +62,8 @@ class _Job:
     group: str | None
     """The alias of a call that may share a transaction with others queued
     for it (an append: :func:`.groups.commit_together`), else ``None``."""
+    aliases: tuple[str, ...]
+    """The aliases whose connections the call uses (see :func:`_one_call`)."""
 
 
 _Inbox = queue.SimpleQueue[_Job | None]
@@ -99,11 +101,12 @@ async def run_in_db_thread(
     if size is None or has_outer_sync_thread():
         return await sync_to_async(fn)(*args, using=using, **kwargs)
     alias = write_alias(using)
-    pool = _pool_for(alias, size)
-    future = pool.submit(
+    # ``using`` as given: a read follows the routers to its own alias.
+    future = _pool_for(alias, size).submit(
         contextvars.copy_context(),
-        lambda: fn(*args, using=alias, **kwargs),
+        partial(fn, *args, using=using, **kwargs),
         group=alias if groupable else None,
+        aliases=_aliases(using, alias),
     )
     waiter = asyncio.wrap_future(future)
     try:
@@ -140,10 +143,15 @@ class DatabaseThreadPool:
         self._closed = False
 
     def submit(
-        self, context: contextvars.Context, call: Callable[[], R], *, group: str | None = None
+        self,
+        context: contextvars.Context,
+        call: Callable[[], R],
+        *,
+        group: str | None = None,
+        aliases: tuple[str, ...] = (),
     ) -> Future[R]:
         future: Future[R] = Future()
-        job = _Job(future, context, call, group)
+        job = _Job(future, context, call, group, aliases)
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"the store's database threads {self.name!r} are closed")
@@ -204,15 +212,15 @@ class DatabaseThreadPool:
             self._next_job(inbox)
             return True
         if len(jobs) == 1:
-            outcomes = [_outcome(jobs[0].context, _one_call, jobs[0].call)]
+            only = jobs[0]
+            outcomes = [_outcome(only.context, partial(_one_call, only.call, only.aliases))]
         else:
             alias = job.group
             assert alias is not None
             calls = [(each.context, each.call) for each in jobs]
             # Each call runs in its own caller's context (commit_together).
-            ok, value = _outcome(
-                contextvars.Context(), _one_call, partial(commit_together, alias, calls)
-            )
+            together = partial(_one_call, partial(commit_together, alias, calls), job.aliases)
+            ok, value = _outcome(contextvars.Context(), together)
             outcomes = value if ok else [(False, value)] * len(jobs)
         # Idle before the callers hear back: a caller's next call, submitted
         # as soon as it does, then finds this thread and its connection.
@@ -249,26 +257,34 @@ class DatabaseThreadPool:
                 self._idle.append(inbox)
 
 
-def _outcome(
-    context: contextvars.Context, run: Callable[[Callable[[], R]], R], call: Callable[[], R]
-) -> tuple[bool, Any]:
-    """``(True, result)`` or ``(False, exception)`` of ``run(call)`` in ``context``."""
+def _outcome(context: contextvars.Context, call: Callable[[], Any]) -> tuple[bool, Any]:
+    """``(True, result)`` or ``(False, exception)`` of ``call()`` in ``context``."""
     try:
-        return True, context.run(run, call)
+        return True, context.run(call)
     except BaseException as exc:
         return False, exc
 
 
-def _one_call(call: Callable[[], R]) -> R:
-    """One store call as a unit of work, like a request for Django's connections."""
-    for conn in connections.all(initialized_only=True):
-        if conn.settings_dict.get("CONN_MAX_AGE") == 0 and not _pooled(conn):
-            keep_between_calls(conn)
-        conn.close_if_unusable_or_obsolete()
+def _aliases(using: str | None, alias: str) -> tuple[str, ...]:
+    """The aliases a call with ``using`` may touch: the write alias, and
+    the read alias the routers give the inspector's reads."""
+    read = read_alias(using)
+    return (alias,) if read == alias else (alias, read)
+
+
+def _one_call(call: Callable[[], R], aliases: tuple[str, ...]) -> R:
+    """One store call as a unit of work on ``aliases``' connections, like a
+    request for Django's connections (its start and its end)."""
+    used = [connections[alias] for alias in aliases]
+    for conn in used:
+        if conn.connection is not None:
+            if conn.settings_dict.get("CONN_MAX_AGE") == 0 and not _pooled(conn):
+                keep_between_calls(conn)
+            conn.close_if_unusable_or_obsolete()
     try:
         return call()
     finally:
-        for conn in connections.all(initialized_only=True):
+        for conn in used:
             if conn.connection is not None and _pooled(conn) and not conn.in_atomic_block:
                 conn.close()  # back to the psycopg pool, which bounds connections
 
