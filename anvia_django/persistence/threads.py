@@ -114,10 +114,12 @@ async def run_in_db_thread(
     except asyncio.CancelledError:
         if not future.cancel():
             # Already running: let it finish, so that the caller's next store
-            # call cannot overtake this one on another thread. Its outcome
-            # is dropped: the caller sees the cancellation.
-            with contextlib.suppress(BaseException):
-                await waiter
+            # call cannot overtake this one on another thread, however often
+            # the caller is cancelled meanwhile. Its outcome is dropped: the
+            # caller sees the cancellation.
+            while not waiter.done():
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(waiter)
         raise
 
 
