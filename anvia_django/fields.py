@@ -14,7 +14,7 @@ database dialect names. Elsewhere they are plain ``CharField``/``TextField``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models
 
@@ -35,11 +35,23 @@ else:
     _CharField = models.CharField
 
 
-def _with_exact_collation(params: dict[str, Any], connection: Any) -> dict[str, Any]:
-    # Imported here: the persistence package imports the models, which import this.
-    from anvia_django.persistence.dialects import column_collation
+def exact_collation(connection: Any) -> str | None:
+    """The collation of this app's id and text columns on ``connection``;
+    ``None``: the database's own, which is exact already (PostgreSQL, SQLite).
 
-    collation = column_collation(connection)
+    On MySQL and MariaDB: binary and NO PAD, so ids compare byte for byte
+    (``"a" != "A" != "a "``), and ``utf8mb4`` whatever the table's default.
+    """
+    if connection.vendor != "mysql":
+        return None
+    if getattr(connection, "mysql_is_mariadb", False):
+        return "utf8mb4_nopad_bin"
+    version = cast(tuple[int, ...], getattr(connection, "mysql_version", (0,)))
+    return "utf8mb4_0900_bin" if version >= (8, 0, 17) else "utf8mb4_bin"
+
+
+def _with_exact_collation(params: dict[str, Any], connection: Any) -> dict[str, Any]:
+    collation = exact_collation(connection)
     return params if collation is None else {**params, "collation": collation}
 
 

@@ -17,7 +17,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from anvia_django.core.memory import MemoryContext
-from anvia_django.fields import ExactTextField, IdentifierField
+from anvia_django.fields import ExactTextField, IdentifierField, exact_collation
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import (
     append_messages,
@@ -159,7 +159,7 @@ def test_four_byte_characters_round_trip(dialect: str) -> None:
 @pytest.mark.mysql
 @pytest.mark.django_db
 def test_mysql_columns_get_the_exact_collation() -> None:
-    expected = dialects.column_collation(connection)
+    expected = exact_collation(connection)
     assert expected in ("utf8mb4_nopad_bin", "utf8mb4_0900_bin", "utf8mb4_bin")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -209,7 +209,7 @@ def _collations() -> set[str]:
 def test_the_collation_migration_applies_and_reverts_on_mysql() -> None:
     from django.core.management import call_command
 
-    exact = dialects.column_collation(connection)
+    exact = exact_collation(connection)
     append_messages(append_input("Kept", [user("across the migration")]))
     try:
         call_command("migrate", "anvia_django", "0002", verbosity=0)

@@ -7,8 +7,6 @@ Everything else in the app is plain Django. Kept here:
   and the race-free one: a first append from many processes at once must
   neither fail on the unique session id nor deadlock;
 - the retried-append check and the multi-row message INSERT;
-- the column collation that keeps ids exact (``"Abc"`` and ``"abc"`` are two
-  sessions everywhere) and text in 4-byte UTF-8 on MySQL/MariaDB;
 - the planner's row estimate the admin uses instead of a full count.
 
 Any other backend gets :class:`~.base.Dialect`: the ORM with
@@ -39,7 +37,6 @@ __all__ = [
     "NewMessages",
     "PostgreSQLDialect",
     "SQLiteDialect",
-    "column_collation",
     "dialect_for",
     "estimated_row_count",
     "forget_missing_functions",
@@ -84,11 +81,6 @@ def one_writer_at_a_time(connection: BaseDatabaseWrapper) -> bool:
 def unknown_vendor(connection: BaseDatabaseWrapper) -> str | None:
     """The vendor name of ``connection`` if no dialect here is written for it."""
     return None if connection.vendor in ("postgresql", "sqlite", "mysql") else connection.vendor
-
-
-def column_collation(connection: BaseDatabaseWrapper) -> str | None:
-    """The collation this app's text columns get on ``connection``."""
-    return vendor_dialect(connection).column_collation(connection)
 
 
 def estimated_row_count(using: str, model: type[Model]) -> int | None:

@@ -154,10 +154,6 @@ class Dialect:
         )
         return True
 
-    def column_collation(self, connection: BaseDatabaseWrapper) -> str | None:
-        """The collation of this app's text columns; ``None``: the database's own."""
-        return None
-
     def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
         """The planner's idea of ``model``'s row count, ``None`` if it has none."""
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -82,14 +82,6 @@ class MySQLDialect(_HandWrittenInsert):
         if chunk:
             statements.append((_insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
         return statements
-
-    def column_collation(self, connection: BaseDatabaseWrapper) -> str | None:
-        # Binary and NO PAD: ids compare byte for byte, "a" != "A" != "a ",
-        # and every text column is utf8mb4 whatever the table's default.
-        if getattr(connection, "mysql_is_mariadb", False):
-            return "utf8mb4_nopad_bin"
-        version = cast(tuple[int, ...], getattr(connection, "mysql_version", (0,)))
-        return "utf8mb4_0900_bin" if version >= (8, 0, 17) else "utf8mb4_bin"
 
 
 class MariaDBDialect(MySQLDialect):
