@@ -13,7 +13,7 @@ the compiler's converters (the backend's, then the field's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +40,6 @@ class _Marker:
     field: Field[Any, Any]
 
 
-Converter = Callable[[list[tuple[Any, ...]]], list[Any]]
-"""Converts fetched rows of one :class:`CompiledQuery`: to values, or to lists."""
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledQuery:
     """One compiled ``values_list`` query; thread-safe (holds no connection)."""
@@ -58,63 +54,40 @@ class CompiledQuery:
     def rows(self, using: str, values: Mapping[str, Any]) -> list[list[Any]]:
         """Run the query on ``using`` with the slots' ``values``."""
         connection = connections[using]
-        return self.rows_from(self._fetch(connection, values), connection)
+        fetched = self._fetch(connection, values)
+        compiler = self._compiler(connection)
+        converters = compiler.get_converters(self.columns)
+        if not converters:
+            return [list(row) for row in fetched]
+        return list(compiler.apply_converters(fetched, converters))
 
     def column(self, using: str, values: Mapping[str, Any]) -> list[Any]:
         """The values of a one-column query (``values_list(name, flat=True)``)."""
         connection = connections[using]
-        return self.column_from(self._fetch(connection, values), connection)
-
-    def params_for(self, connection: BaseDatabaseWrapper, values: Mapping[str, Any]) -> list[Any]:
-        """The parameters of :attr:`sql` with the slots' ``values``, as
-        ``connection`` takes them (it need not be open)."""
-        return [
-            param.field.get_db_prep_value(values[param.name], connection, prepared=False)
-            if isinstance(param, _Marker)
-            else param
-            for param in self.params
-        ]
-
-    def rows_from(
-        self, fetched: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
-    ) -> list[list[Any]]:
-        """``fetched`` (rows of :attr:`sql`) converted as ``connection``'s compiler would."""
-        return self.rows_converter(connection)(fetched)
-
-    def column_from(
-        self, fetched: list[tuple[Any, ...]], connection: BaseDatabaseWrapper
-    ) -> list[Any]:
-        """The converted values of ``fetched``, rows of a one-column query."""
-        return self.column_converter(connection)(fetched)
-
-    def rows_converter(self, connection: BaseDatabaseWrapper) -> Converter:
-        """:meth:`rows_from` bound to ``connection``, for converting many
-        slices of one result (the converters are looked up once)."""
+        fetched = self._fetch(connection, values)
         compiler = self._compiler(connection)
         converters = compiler.get_converters(self.columns)
         if not converters:
-            return _as_lists
-        return lambda fetched: list(compiler.apply_converters(fetched, converters))
-
-    def column_converter(self, connection: BaseDatabaseWrapper) -> Converter:
-        """:meth:`column_from` bound to ``connection`` (see :meth:`rows_converter`)."""
-        compiler = self._compiler(connection)
-        converters = compiler.get_converters(self.columns)
-        if not converters:
-            return _first_of_each
+            return [value for (value,) in fetched]
         # What apply_converters does, without a list per row: a long
         # transcript is one column of a thousand rows or more.
         ((functions, expression),) = converters.values()
         if len(functions) == 1:
             (convert,) = functions
-            return lambda fetched: [convert(value, expression, connection) for (value,) in fetched]
-        return lambda fetched: [row[0] for row in compiler.apply_converters(fetched, converters)]
+            return [convert(value, expression, connection) for (value,) in fetched]
+        return [row[0] for row in compiler.apply_converters(fetched, converters)]
 
     def _fetch(
         self, connection: BaseDatabaseWrapper, values: Mapping[str, Any]
     ) -> list[tuple[Any, ...]]:
+        params = [
+            param.field.get_db_prep_value(values[param.name], connection, prepared=False)
+            if isinstance(param, _Marker)
+            else param
+            for param in self.params
+        ]
         with connection.cursor() as cursor:
-            cursor.execute(self.sql, self.params_for(connection, values))
+            cursor.execute(self.sql, params)
             fetched: list[tuple[Any, ...]] = cursor.fetchall()
         return fetched
 
@@ -124,14 +97,6 @@ class CompiledQuery:
             self.query, connection, connection.alias
         )
         return compiler
-
-
-def _as_lists(fetched: list[tuple[Any, ...]]) -> list[Any]:
-    return [list(row) for row in fetched]
-
-
-def _first_of_each(fetched: list[tuple[Any, ...]]) -> list[Any]:
-    return [value for (value,) in fetched]
 
 
 def compile_once(queryset: QuerySet[Any, Any], using: str) -> CompiledQuery:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.db import transaction
 from django.dispatch import Signal
 
 from anvia_django.models import Conversation
-
-logger = logging.getLogger(__name__)
 
 
 def send_after_commit(signal: Signal, *, using: str, **kwargs: Any) -> None:
@@ -26,19 +23,3 @@ def send_after_commit(signal: Signal, *, using: str, **kwargs: Any) -> None:
         signal.send(sender=Conversation, using=using, **kwargs)
 
     transaction.on_commit(send, using=using, robust=True)
-
-
-async def send_committed(signal: Signal, *, using: str, **kwargs: Any) -> None:
-    """Send ``signal`` for a write that has already committed, from async code.
-
-    As robust as :func:`send_after_commit`: a receiver's error is logged,
-    never raised. Sync receivers run on asgiref's sync thread.
-    """
-    for receiver, outcome in await signal.asend_robust(sender=Conversation, using=using, **kwargs):
-        if isinstance(outcome, Exception):
-            logger.error(
-                "Error calling %s for a committed write (%s).",
-                getattr(receiver, "__qualname__", receiver),
-                outcome,
-                exc_info=outcome,
-            )

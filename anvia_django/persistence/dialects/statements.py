@@ -36,24 +36,12 @@ class _HandWrittenInsert(Dialect):
     ) -> bool:
         connection = connections[using]
         with connection.cursor() as cursor:
-            return self.insert_on(cursor, connection, rows, unless_retry_of=unless_retry_of)
-
-    def insert_on(
-        self,
-        cursor: Any,
-        connection: BaseDatabaseWrapper,
-        rows: NewMessages,
-        *,
-        unless_retry_of: list[str] | None,
-    ) -> bool:
-        """:meth:`insert_messages` on ``cursor``, of Django's ``connection`` or
-        another connection to its database."""
-        if unless_retry_of is not None:
-            cursor.execute(_tail_sql(connection.alias), _tail_params(rows, unless_retry_of))
-            if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
-                return False
-        for sql, params in self._inserts(connection, rows):
-            cursor.execute(sql, params)
+            if unless_retry_of is not None:
+                cursor.execute(_tail_sql(using), _tail_params(rows, unless_retry_of))
+                if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
+                    return False
+            for sql, params in self._inserts(connection, rows):
+                cursor.execute(sql, params)
         return True
 
     def _inserts(
