@@ -20,8 +20,9 @@ nox.options.reuse_existing_virtualenvs = True
 # SQL written for it does not depend on the Python or Django version.
 MATRIX = {
     ("3.11", "5.2"): ["sqlite", "postgres", "mariadb", "generic"],
-    # PostgreSQL with server-side parameters and prepared statements.
-    ("3.12", "6.1"): ["sqlite", "postgres-prepared"],
+    # PostgreSQL with server-side parameters and prepared statements, and
+    # the generic dialect on SQLite (the plain ORM on a one-writer database).
+    ("3.12", "6.1"): ["sqlite", "postgres-prepared", "generic-sqlite"],
 }
 DATABASES = ["sqlite", "postgres"]
 
@@ -33,13 +34,15 @@ DATABASES = ["sqlite", "postgres"]
 RELIABILITY = {("3.12", "6.1"): "smoke"}
 
 # The plain-ORM SQL dialect (what an unknown database gets), forced on
-# PostgreSQL: the store's own tests, the concurrency and the reliability suites.
+# PostgreSQL and on SQLite: the store's own tests, the concurrency and the
+# reliability suites, and the one-engine tests.
 GENERIC_DIALECT_TESTS = [
     "tests/test_store.py",
     "tests/test_store_conformance.py",
     "tests/test_retried_append.py",
     "tests/test_concurrency.py",
     "tests/reliability/test_faults.py",
+    "tests/test_one_engine.py",
 ]
 
 
@@ -67,8 +70,9 @@ def tests(session: nox.Session, django: str) -> None:
             continue
         session.log(f"database: {db}" + (f" (reliability: {budget})" if budget else ""))
         env = {"ANVIA_RELIABILITY": budget}
-        if db == "generic":
-            env |= {"ANVIA_TEST_DB": "postgres", "ANVIA_TEST_DIALECT": "generic"}
+        if db.startswith("generic"):
+            backend = "sqlite" if db == "generic-sqlite" else "postgres"
+            env |= {"ANVIA_TEST_DB": backend, "ANVIA_TEST_DIALECT": "generic"}
             session.run("pytest", "-n", "2", *GENERIC_DIALECT_TESTS, *session.posargs, env=env)
         elif db == "postgres-prepared":
             env |= {"ANVIA_TEST_DB": "postgres", "ANVIA_PG_PREPARED": "1"}
