@@ -30,6 +30,7 @@ from .inspection import (
     validate_limit,
 )
 from .keyset import KeysetPage, RowKey
+from .listing_columns import with_preview_columns
 from .maintenance import (
     ConversationFilter,
     ExportedMessage,
@@ -99,5 +100,6 @@ __all__ = [
     "usage_by_user",
     "validate_after",
     "validate_limit",
+    "with_preview_columns",
     "write_summary",
 ]
