@@ -29,6 +29,9 @@ def sidecar_installed() -> bool:
 class InspectorSwaggerView(InspectorAccessMixin, ReadableErrorsMixin, SpectacularSwaggerView):
     url_name = SCHEMA_URL_NAME
     title = TITLE
+    # The app's own page: drf-spectacular's templates are found only when
+    # it is in INSTALLED_APPS, which the inspector does not require.
+    template_name = "anvia_django/api/swagger_ui.html"
 
     @staticmethod
     def _swagger_ui_resource(filename: str) -> str:
@@ -46,7 +49,7 @@ class InspectorSwaggerView(InspectorAccessMixin, ReadableErrorsMixin, Spectacula
 class InspectorRedocView(InspectorAccessMixin, ReadableErrorsMixin, SpectacularRedocView):
     url_name = SCHEMA_URL_NAME
     title = TITLE
-    # drf-spectacular's page also loads web fonts from Google; this one does not.
+    # As for Swagger UI; drf-spectacular's page also loads web fonts from Google.
     template_name = "anvia_django/api/redoc.html"
 
     @staticmethod
