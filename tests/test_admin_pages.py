@@ -245,3 +245,26 @@ def test_the_summaries_list_needs_its_view_permission() -> None:
     assert "Summary through 0." in page  # shown on the transcript page itself
     assert SUMMARIES not in page
     assert MemorySummary.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "make"),
+    [
+        (SUMMARIES, make_summaries),
+        ("/admin/anvia_django/agentrun/", make_runs),
+        (MESSAGES, make_messages),
+    ],
+)
+def test_record_lists_cost_the_same_queries_for_many_rows_as_for_few(
+    django_assert_num_queries: Any, url: str, make: Any
+) -> None:
+    client = every_view()
+    few, many = make_conversations(2, prefix="rows")
+    make(few, 3)
+    client.get(url)  # warm the content type and permission caches
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    make(many, 90)
+    with django_assert_num_queries(len(captured.captured_queries)):
+        page = client.get(url)
+    assert page.content.decode().count("rows-1") >= 90  # the rows are on the page

@@ -13,6 +13,7 @@ from django.test import Client
 
 from .api_client import LIST_URL, detail_url, next_url
 from .inspector_data import make_conversations, make_messages
+from .inspector_records import make_forks, make_runs, make_summaries
 
 pytestmark = pytest.mark.django_db
 
@@ -66,13 +67,19 @@ def test_a_browser_gets_the_browsable_page(staff: Client) -> None:
 def test_json_clients_get_the_same_json_as_before(staff: Client) -> None:
     (conversation,) = make_conversations(1, prefix="same")
     make_messages(conversation, 150)
-    for url in (LIST_URL, detail_url(conversation.ref), f"{detail_url(conversation.ref)}messages/"):
+    make_runs(conversation, 60)
+    make_forks(conversation, 60)
+    make_summaries(conversation, 60)
+    detail = detail_url(conversation.ref)
+    endpoints = ("", "messages/", "runs/", "lineage/", "summaries/")
+    for url in [LIST_URL, *(f"{detail}{endpoint}" for endpoint in endpoints)]:
         plain = staff.get(url)
         for accept in ("application/json", "*/*", "application/json, text/plain, */*"):
             other = staff.get(url, HTTP_ACCEPT=accept)
             assert other["Content-Type"] == "application/json"
             assert other.content == plain.content
             assert other.headers.get("Link") == plain.headers.get("Link")
+        assert plain.headers.get("Link"), url  # every one of them has a second page here
         assert staff.get(url, {"format": "json"}).content == plain.content
 
 
