@@ -111,7 +111,13 @@ class MemoryMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.conversation_id}#{self.position} {self.role}"
+        # The session id when the conversation is loaded (the admin selects
+        # it with the message); never a query of its own.
+        if MemoryMessage.conversation.is_cached(self):
+            where = self.conversation.session_id
+        else:
+            where = f"conversation {self.conversation_id}"
+        return f"{where} · #{self.position} {self.role}"
 
 
 class FailedRun(models.Model):

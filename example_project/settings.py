@@ -34,6 +34,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's and ReDoc's scripts, served from here: the docs pages work offline.
+    "drf_spectacular_sidecar",
     "anvia_django",
     "example_project.demo",
 ]
@@ -95,4 +97,7 @@ LOGIN_URL = "admin:login"
 
 ANVIA_DJANGO: dict[str, Any] = {
     "INSPECTOR_DEFAULT_LIMIT": 50,
+    # The admin's rule for the API too: staff with the view permission of
+    # what an endpoint shows (demo_setup grants every view permission).
+    "INSPECTOR_PERMISSION_CLASSES": ["anvia_django.api.permissions.AdminViewPermission"],
 }

@@ -8,6 +8,7 @@ anything else on a SQLite file in the documented configuration.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -104,6 +105,9 @@ INSTALLED_APPS = [
     "rest_framework",
     "anvia_django",
 ]
+if importlib.util.find_spec("drf_spectacular_sidecar") is not None:
+    # Swagger UI and ReDoc load their scripts from the static files (the openapi extra).
+    INSTALLED_APPS.append("drf_spectacular_sidecar")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

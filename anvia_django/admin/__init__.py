@@ -1,4 +1,4 @@
-"""Read-only admin pages for conversations, messages, runs and failed runs.
+"""Read-only admin pages for conversations, messages, runs, failed runs and summaries.
 
 Staff with view permission browse; nobody, superusers included, adds,
 changes or deletes here. Each page's query count is constant in its rows.
@@ -6,15 +6,22 @@ changes or deletes here. Each page's query count is constant in its rows.
 
 from django.contrib import admin
 
-from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage
+from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
 
 from .conversation import ConversationAdmin
-from .records import FailedRunAdmin, MemoryMessageAdmin
+from .records import FailedRunAdmin, MemoryMessageAdmin, MemorySummaryAdmin
 from .runs import AgentRunAdmin
 
 admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(MemoryMessage, MemoryMessageAdmin)
 admin.site.register(FailedRun, FailedRunAdmin)
 admin.site.register(AgentRun, AgentRunAdmin)
+admin.site.register(MemorySummary, MemorySummaryAdmin)
 
-__all__ = ["AgentRunAdmin", "ConversationAdmin", "FailedRunAdmin", "MemoryMessageAdmin"]
+__all__ = [
+    "AgentRunAdmin",
+    "ConversationAdmin",
+    "FailedRunAdmin",
+    "MemoryMessageAdmin",
+    "MemorySummaryAdmin",
+]

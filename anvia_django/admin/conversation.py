@@ -2,43 +2,70 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from anvia_django.conf import app_settings
-from anvia_django.models import Conversation
+from anvia_django.models import AgentRun, Conversation, FailedRun, MemorySummary
 from anvia_django.persistence import (
     conversation_lineage,
+    conversation_row_ids,
     list_failed_runs,
     list_message_page,
     list_runs,
     list_summaries,
+    run_row_ids,
     run_totals,
+    with_preview_columns,
 )
 
 from .counting import EstimatedCountPaginator
+from .links import change_url, changelist_url, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
+from .previews import SOURCE_CHARS, preview
 from .transcript import json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
 FORKS_SHOWN = 20
 SUMMARIES_SHOWN = 5
 RUNS_SHOWN = 20
-FORKS_SHOWN = 20
-SUMMARIES_SHOWN = 5
+
+
+class FailedRunFilter(admin.SimpleListFilter):
+    title = "failed runs"
+    parameter_name = "failed"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "with failed runs"), ("no", "without")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() in ("yes", "no"):
+            return queryset.filter(has_failed_run=self.value() == "yes")
+        return queryset
 
 
 class ConversationAdmin(ReadOnlyAdminMixin):
-    list_display = ("session_id", "user_id", "message_count", "created_at", "updated_at")
+    list_display = (
+        "session_id",
+        "preview",
+        "failed_marker",
+        "user_id",
+        "message_count",
+        "created_at",
+        "updated_at",
+    )
     list_display_links = ("session_id",)
     search_fields = ("session_id", "user_id")
     search_help_text = "Search by session id or user id."
     list_filter = (
+        FailedRunFilter,
         ("updated_at", admin.DateFieldListFilter),
         ("created_at", admin.DateFieldListFilter),
     )
@@ -57,6 +84,23 @@ class ConversationAdmin(ReadOnlyAdminMixin):
         "metadata_json",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        # The preview and the marker come with the page's own query.
+        return with_preview_columns(super().get_queryset(request), preview_chars=SOURCE_CHARS)
+
+    @admin.display(description="first user message")
+    def preview(self, obj: Conversation) -> str:
+        return preview(getattr(obj, "first_user_message", None))
+
+    @admin.display(description="failed", ordering="has_failed_run")
+    def failed_marker(self, obj: Conversation) -> SafeString | str:
+        if not getattr(obj, "has_failed_run", False):
+            return ""
+        return format_html(
+            '<span class="anvia-failed" title="{}" style="color: var(--error-fg)">⚠ failed</span>',
+            "This conversation has failed runs",
+        )
 
     @admin.display(description="metadata")
     def metadata_json(self, obj: Conversation) -> SafeString:
@@ -80,38 +124,62 @@ class ConversationAdmin(ReadOnlyAdminMixin):
             request, obj.message_count, app_settings.ADMIN_TRANSCRIPT_PAGE_SIZE
         )
         messages = list_message_page(obj.pk, after=page.after, limit=page.size)
-        opts = obj._meta
-        may_see_runs = request.user.has_perm(f"{opts.app_label}.view_agentrun")
-        runs_url = reverse(
-            f"admin:{opts.app_label}_agentrun_changelist", current_app=self.admin_site.name
-        )
-        changelist = reverse(
-            f"admin:{opts.app_label}_conversation_changelist", current_app=self.admin_site.name
-        )
+        may = request.user.has_perm
+        label = obj._meta.app_label
+        may_see_runs = may(f"{label}.view_agentrun")
+        site = self.admin_site
+        runs = list_runs(obj.pk, limit=RUNS_SHOWN) if may_see_runs else []
+        entries = transcript_entries(messages.items)
+        run_urls: dict[str, str] = {}
+        if may_see_runs:
+            run_ids = {entry.run_id for entry in entries} | {run.run_id for run in runs}
+            run_urls = {
+                run_id: change_url(site, AgentRun, pk)
+                for run_id, pk in run_row_ids(obj.pk, run_ids).items()
+            }
+        runs_url = f"{changelist_url(site, AgentRun)}?conversation__id__exact={obj.pk}"
+        summaries_url = f"{changelist_url(site, MemorySummary)}?conversation__id__exact={obj.pk}"
+        failed_url = f"{changelist_url(site, FailedRun)}?conversation__id__exact={obj.pk}"
         return {
-            "lineage": conversation_lineage(obj.pk, limit=FORKS_SHOWN),
+            **self._lineage_context(obj),
             "summaries": list_summaries(obj.pk, limit=SUMMARIES_SHOWN),
-            "forks_shown": FORKS_SHOWN,
-            "conversation_by_ref_url": f"{changelist}?ref__exact=",
-            "all_forks_url": f"{changelist}?forked_from__id__exact={obj.pk}",
-            "runs": list_runs(obj.pk, limit=RUNS_SHOWN) if may_see_runs else [],
+            "summaries_shown": SUMMARIES_SHOWN,
+            "summaries_url": summaries_url if may(f"{label}.view_memorysummary") else "",
+            "runs": [(run, run_urls.get(run.run_id)) for run in runs],
             "run_totals": run_totals(obj.pk) if may_see_runs else None,
             "runs_shown": RUNS_SHOWN,
-            "runs_url": f"{runs_url}?conversation__id__exact={obj.pk}" if may_see_runs else "",
-            "transcript": transcript_entries(messages.items),
+            "runs_url": runs_url if may_see_runs else "",
+            "transcript": [replace(e, run_url=run_urls.get(e.run_id)) for e in entries],
             "transcript_page": page,
             # Tracebacks and partial messages need their own view permission.
             "failed_runs": [
                 (record, json_text(record.messages))
                 for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
             ]
-            if request.user.has_perm(f"{opts.app_label}.view_failedrun")
+            if may(f"{label}.view_failedrun")
             else [],
             "failed_runs_shown": FAILED_RUNS_SHOWN,
-            "failed_runs_url": (
-                reverse(
-                    f"admin:{opts.app_label}_failedrun_changelist", current_app=self.admin_site.name
-                )
-                + f"?conversation__id__exact={obj.pk}"
+            "failed_runs_url": failed_url,
+        }
+
+    def _lineage_context(self, obj: Conversation) -> dict[str, Any]:
+        site = self.admin_site
+        lineage = conversation_lineage(obj.pk, limit=FORKS_SHOWN)
+        source = lineage.forked_from
+        fork_ids = conversation_row_ids([fork.ref for fork in lineage.forks if fork.ref])
+        changelist = changelist_url(site, Conversation)
+        return {
+            "lineage": lineage,
+            "forked_from_url": (
+                transcript_url(site, obj.forked_from_id)
+                if source is not None and source.ref is not None and obj.forked_from_id
+                else ""
             ),
+            "forks": [
+                (fork, transcript_url(site, fork_ids[fork.ref]) if fork.ref in fork_ids else "")
+                for fork in lineage.forks
+                if fork.ref is not None
+            ],
+            "forks_shown": FORKS_SHOWN,
+            "all_forks_url": f"{changelist}?forked_from__id__exact={obj.pk}",
         }

@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 
 from .counting import EstimatedCountPaginator
-from .mixins import ReadOnlyAdminMixin
+from .records import ConversationColumnMixin
 
 
-class AgentRunAdmin(ReadOnlyAdminMixin):
+class AgentRunAdmin(ConversationColumnMixin):
     list_display = (
-        "conversation",
         "run_id",
+        "conversation_link",
         "status",
         "model_name",
         "input_tokens",
@@ -20,7 +20,6 @@ class AgentRunAdmin(ReadOnlyAdminMixin):
         "message_count",
         "started_at",
     )
-    list_select_related = ("conversation",)
     list_filter = ("status", ("started_at", admin.DateFieldListFilter))
     search_fields = ("=run_id", "=conversation__session_id", "=conversation__user_id")
     search_help_text = "Exact run id, session id or user id."

@@ -33,6 +33,8 @@ class TranscriptEntry:
     blocks: list[Block]
     starts_run: bool
     """True for the first entry of the page and wherever the run changes."""
+    run_url: str | None = None
+    """The run record's admin page, when the reader may see it."""
 
 
 def transcript_entries(messages: list[MemoryConversationMessage]) -> list[TranscriptEntry]:

@@ -1,31 +1,87 @@
-"""Opaque listing cursors: a signed (updated_at, id) keyset position.
+"""Opaque listing cursors: a signed keyset position.
 
 Signing keeps cursors opaque and tamper-evident: a client can only hand back
-a cursor this server issued, and cannot forge one to probe row ids.
+a cursor this server issued, and cannot forge one to probe row ids. Each
+list signs with its own salt, so a cursor of one list is refused by another.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any, TypeVar
 
 from django.core import signing
 from rest_framework.exceptions import ValidationError
 
-from anvia_django.persistence import ConversationKey
+from anvia_django.persistence import ConversationKey, RowKey
 
-_SALT = "anvia_django.api.conversation-cursor"
+# Unchanged since the first release: cursors handed out before stay valid.
+_CONVERSATIONS = "anvia_django.api.conversation-cursor"
+_RUNS = "anvia_django.api.run-cursor"
+_FORKS = "anvia_django.api.fork-cursor"
+_SUMMARIES = "anvia_django.api.summary-cursor"
+
+K = TypeVar("K")
 
 
 def encode_cursor(key: ConversationKey) -> str:
-    return signing.dumps([key.updated_at.isoformat(), key.id], salt=_SALT, compress=False)
+    return _sign(_CONVERSATIONS, [key.updated_at.isoformat(), key.id])
 
 
 def decode_cursor(token: str) -> ConversationKey:
+    return _decode(_CONVERSATIONS, token, _conversation_key)
+
+
+def encode_run_cursor(key: RowKey) -> str:
+    return _sign(_RUNS, [key.moment.isoformat(), key.id])
+
+
+def decode_run_cursor(token: str) -> RowKey:
+    return _decode(_RUNS, token, _row_key)
+
+
+def encode_fork_cursor(key: RowKey) -> str:
+    return _sign(_FORKS, [key.moment.isoformat(), key.id])
+
+
+def decode_fork_cursor(token: str) -> RowKey:
+    return _decode(_FORKS, token, _row_key)
+
+
+def encode_summary_cursor(covers_through: int) -> str:
+    return _sign(_SUMMARIES, [covers_through])
+
+
+def decode_summary_cursor(token: str) -> int:
+    return _decode(_SUMMARIES, token, _position)
+
+
+def _conversation_key(values: Any) -> ConversationKey:
+    moment, row_id = values
+    return ConversationKey(updated_at=datetime.fromisoformat(moment), id=int(row_id))
+
+
+def _row_key(values: Any) -> RowKey:
+    moment, row_id = values
+    return RowKey(moment=datetime.fromisoformat(moment), id=int(row_id))
+
+
+def _position(values: Any) -> int:
+    (position,) = values
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise TypeError("not a position")
+    return position
+
+
+def _sign(salt: str, values: list[Any]) -> str:
+    return signing.dumps(values, salt=salt, compress=False)
+
+
+def _decode(salt: str, token: str, build: Callable[[Any], K]) -> K:
     try:
-        moment, row_id = signing.loads(token, salt=_SALT)
-        key = ConversationKey(updated_at=datetime.fromisoformat(moment), id=int(row_id))
+        return build(signing.loads(token, salt=salt))
     except (signing.BadSignature, TypeError, ValueError):
         raise ValidationError(
             {"cursor": ["cursor: not a cursor this server issued; start again without it"]}
         ) from None
-    return key

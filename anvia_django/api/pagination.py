@@ -10,6 +10,9 @@ from urllib.parse import urlencode
 
 from rest_framework.request import Request
 
+PAGE_PARAMS = ("cursor", "after")
+"""The query parameters that move a list past its first page."""
+
 
 def next_link(request: Request, path: str | None = None, **params: str | int | None) -> str:
     """The ``Link`` header value for ``path`` (default: this request's path)

@@ -1,6 +1,7 @@
 """The inspector's OpenAPI schema view (needs the ``openapi`` extra).
 
-Mount it where you like::
+``anvia_django.urls`` mounts it at ``api/schema/`` when drf-spectacular is
+installed; mount it elsewhere as well if you like::
 
     from anvia_django.api.schema import InspectorSchemaView
 
@@ -16,16 +17,15 @@ from typing import Any
 
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authentication import BaseAuthentication
-from rest_framework.permissions import BasePermission
 
-from .permissions import authentication_classes, permission_classes
+from .base import InspectorAccessMixin, ReadableErrorsMixin
 from .views import ConversationViewSet
 
 DESCRIPTION = """Read-only access to the agent conversations stored by anvia-django.
 
-Lists are plain JSON arrays; the next page, when there is one, is in an RFC 8288
-`Link: <url>; rel="next"` response header."""
+Lists are plain JSON arrays (runs and lineage: the objects shown); the next
+page, when there is one, is in an RFC 8288 `Link: <url>; rel="next"` response
+header."""
 
 
 class InspectorSchemaGenerator(SchemaGenerator):
@@ -36,7 +36,7 @@ class InspectorSchemaGenerator(SchemaGenerator):
         self.endpoints = [endpoint for endpoint in endpoints if _is_inspector(endpoint[-1])]
 
 
-class InspectorSchemaView(SpectacularAPIView):
+class InspectorSchemaView(InspectorAccessMixin, ReadableErrorsMixin, SpectacularAPIView):
     generator_class = InspectorSchemaGenerator
     custom_settings = {
         "TITLE": "anvia-django inspector API",
@@ -44,12 +44,6 @@ class InspectorSchemaView(SpectacularAPIView):
         "VERSION": "1",
         "SCHEMA_PATH_PREFIX": r"/.*?/api",
     }
-
-    def get_permissions(self) -> list[BasePermission]:
-        return [permission() for permission in permission_classes()]
-
-    def get_authenticators(self) -> list[BaseAuthentication]:
-        return [authenticator() for authenticator in authentication_classes()]
 
 
 def _is_inspector(callback: Any) -> bool:

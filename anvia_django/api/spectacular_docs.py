@@ -43,6 +43,9 @@ _LINK = OpenApiParameter(
     response=[200],
     description='RFC 8288 `<url>; rel="next"` when there is a next page; absent on the last.',
 )
+_CURSOR = OpenApiParameter(
+    "cursor", OpenApiTypes.STR, description="Opaque; from a `Link: rel=next` header."
+)
 _LIMIT_HELP = "Page size: a positive integer, at most the configured maximum (else 400)."
 _UNAUTHORIZED = OpenApiResponse(description="The permission classes refused the caller.")
 _NOT_FOUND = OpenApiResponse(description="No such conversation (or not the caller's).")
@@ -103,6 +106,8 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "parameters": [
             OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
             OpenApiParameter("runId", OpenApiTypes.STR, description="Only this run."),
+            _CURSOR,
+            _LINK,
         ],
         "responses": {
             200: ConversationRunsSerializer,
@@ -116,9 +121,14 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "summary": "Where a conversation was forked from, and its forks (newest first)",
         "description": (
             "`position` is how many of the source's messages the fork copied. A deleted "
-            "source (or another user's, in owner mode) has a null `ref` and `sessionId`."
+            "source (or another user's, in owner mode) has a null `ref` and `sessionId`. "
+            "`forks` is paged (`limit`, `Link: rel=next`); every page names the source."
         ),
-        "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            _CURSOR,
+            _LINK,
+        ],
         "responses": {
             200: LineageSerializer,
             400: _BAD_REQUEST,
@@ -133,7 +143,11 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             "The agent's memory loads the newest summary followed by the messages after "
             "`coversThrough`; the full transcript stays under `messages`."
         ),
-        "parameters": [OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP)],
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            _CURSOR,
+            _LINK,
+        ],
         "responses": {
             200: SummarySerializer(many=True),
             400: _BAD_REQUEST,

@@ -4,19 +4,20 @@ Every policy is set on the view itself (renderers, parsers, permissions,
 pagination, filtering), so the project's ``REST_FRAMEWORK`` defaults cannot
 loosen or reshape it. Authentication follows ``INSPECTOR_AUTHENTICATION_CLASSES``
 or, by default, the project's DRF authentication classes.
+
+Lists are plain JSON arrays (or the contract's objects); the next page is a
+signed cursor in a ``Link: rel="next"`` header.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from rest_framework import viewsets
-from rest_framework.authentication import BaseAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import JSONParser
-from rest_framework.permissions import BasePermission
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -24,21 +25,31 @@ from anvia_django.conf import app_settings
 from anvia_django.core.memory.types import MemoryConversation
 from anvia_django.persistence import (
     FoundConversation,
-    conversation_lineage,
     find_conversation,
+    lineage_page,
     list_conversation_page,
     list_message_page,
-    list_runs,
-    list_summaries,
+    list_run_page,
+    list_summary_page,
     run_totals,
 )
 
-from .cursors import decode_cursor, encode_cursor
+from .base import InspectorAccessMixin, ReadableErrorsMixin
+from .cursors import (
+    decode_cursor,
+    decode_fork_cursor,
+    decode_run_cursor,
+    decode_summary_cursor,
+    encode_cursor,
+    encode_fork_cursor,
+    encode_run_cursor,
+    encode_summary_cursor,
+)
 from .openapi import documented, view_schema
 from .owners import visibility
 from .pagination import next_link
 from .params import after_param, identifier_param, limit_param, user_id_param
-from .permissions import authentication_classes, permission_classes
+from .renderers import READABLE_RENDERERS
 from .serializers import (
     ConversationMessageSerializer,
     ConversationRunsSerializer,
@@ -48,24 +59,27 @@ from .serializers import (
     SummarySerializer,
 )
 
+K = TypeVar("K")
 
-class ConversationViewSet(viewsets.ViewSet):
-    """Stored conversations and their messages; nothing here writes."""
+
+class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.ViewSet):
+    """Stored conversations and their messages; nothing here writes.
+
+    Lists page forwards: follow the `Link: rel="next"` header (in a browser,
+    the "Next page" link).
+    """
 
     lookup_field = "ref"
     # Any segment reaches the view, so a malformed ref answers a JSON 404.
     lookup_value_regex = "[^/]+"
-    renderer_classes = [JSONRenderer]
+    renderer_classes = READABLE_RENDERERS
     parser_classes = [JSONParser]
     pagination_class = None
     filter_backends: list[type[Any]] = []
     schema = view_schema()
-
-    def get_permissions(self) -> list[BasePermission]:
-        return [permission() for permission in permission_classes()]
-
-    def get_authenticators(self) -> list[BaseAuthentication]:
-        return [authenticator() for authenticator in authentication_classes()]
+    # For AdminViewPermission: the models each action shows, as in the admin
+    # (run records need their own view permission there too).
+    view_permission_models = {None: ("conversation",), "runs": ("conversation", "agentrun")}
 
     @documented("list")
     def list(self, request: Request) -> Response:
@@ -117,43 +131,48 @@ class ConversationViewSet(viewsets.ViewSet):
     @documented("runs")
     @action(detail=True, methods=["get"])
     def runs(self, request: Request, ref: str) -> Response:
-        limit = limit_param(
-            request,
-            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
-            maximum=app_settings.INSPECTOR_MAX_LIMIT,
-        )
+        limit = self._limit(request)
         run_id = identifier_param(request, "runId")
+        before = _cursor(request, decode_run_cursor)
         found = self._find(request, ref)
-        data = {
-            "totals": run_totals(found.id),
-            "runs": list_runs(found.id, limit=limit, run_id=run_id),
-        }
-        return Response(ConversationRunsSerializer(data).data)
+        page = list_run_page(found.id, limit=limit, run_id=run_id, before=before)
+        data = {"totals": run_totals(found.id), "runs": page.items}
+        headers = {}
+        if page.next_key is not None:
+            headers["Link"] = next_link(request, cursor=encode_run_cursor(page.next_key))
+        return Response(ConversationRunsSerializer(data).data, headers=headers)
 
     @documented("lineage")
     @action(detail=True, methods=["get"])
     def lineage(self, request: Request, ref: str) -> Response:
-        limit = limit_param(
-            request,
-            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
-            maximum=app_settings.INSPECTOR_MAX_LIMIT,
-        )
+        limit = self._limit(request)
+        before = _cursor(request, decode_fork_cursor)
         found = self._find(request, ref)
         user_id = visibility(request).user_id
-        lineage = conversation_lineage(found.id, user_id=user_id, limit=limit)
-        return Response(LineageSerializer(lineage).data)
+        page = lineage_page(found.id, user_id=user_id, limit=limit, before=before)
+        headers = {}
+        if page.next_key is not None:
+            headers["Link"] = next_link(request, cursor=encode_fork_cursor(page.next_key))
+        return Response(LineageSerializer(page.lineage).data, headers=headers)
 
     @documented("summaries")
     @action(detail=True, methods=["get"])
     def summaries(self, request: Request, ref: str) -> Response:
-        limit = limit_param(
+        limit = self._limit(request)
+        before = _cursor(request, decode_summary_cursor)
+        found = self._find(request, ref)
+        page = list_summary_page(found.id, limit=limit, before=before)
+        headers = {}
+        if page.next_before is not None:
+            headers["Link"] = next_link(request, cursor=encode_summary_cursor(page.next_before))
+        return Response(SummarySerializer(page.items, many=True).data, headers=headers)
+
+    def _limit(self, request: Request) -> int:
+        return limit_param(
             request,
             default=app_settings.INSPECTOR_DEFAULT_LIMIT,
             maximum=app_settings.INSPECTOR_MAX_LIMIT,
         )
-        found = self._find(request, ref)
-        records = list_summaries(found.id, limit=limit)
-        return Response(SummarySerializer(records, many=True).data)
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)
@@ -161,3 +180,8 @@ class ConversationViewSet(viewsets.ViewSet):
         if found is None:
             raise NotFound("No such conversation.")
         return found
+
+
+def _cursor(request: Request, decode: Callable[[str], K]) -> K | None:
+    token = request.query_params.get("cursor")
+    return None if token is None else decode(token)

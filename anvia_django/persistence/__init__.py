@@ -6,13 +6,14 @@ these functions; none of them queries the models on its own.
 
 from .compaction import (
     list_summaries,
+    list_summary_page,
     load_compacted,
     load_through_summary,
     plan_compaction,
     write_summary,
 )
 from .deletion import DeletionCounts
-from .forks import conversation_lineage, fork_conversation
+from .forks import LineagePage, conversation_lineage, fork_conversation, lineage_page
 from .inspection import (
     ConversationKey,
     ConversationPage,
@@ -28,6 +29,8 @@ from .inspection import (
     validate_after,
     validate_limit,
 )
+from .keyset import KeysetPage, RowKey
+from .listing_columns import with_preview_columns
 from .maintenance import (
     ConversationFilter,
     ExportedMessage,
@@ -40,7 +43,8 @@ from .maintenance import (
 )
 from .reads import load_latest_messages, load_messages
 from .rewind import rewind_conversation
-from .runs import list_runs, record_run, run_totals, usage_by_user
+from .row_ids import conversation_row_ids, run_row_ids
+from .runs import list_run_page, list_runs, record_run, run_totals, usage_by_user
 from .writes import (
     append_messages,
     clear_conversation,
@@ -57,10 +61,14 @@ __all__ = [
     "ExportedMessage",
     "FailedRunRecord",
     "FoundConversation",
+    "KeysetPage",
+    "LineagePage",
     "MessagePage",
+    "RowKey",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
+    "conversation_row_ids",
     "count_conversations",
     "delete_matching_conversations",
     "erase_user_conversations",
@@ -68,12 +76,15 @@ __all__ = [
     "fork_conversation",
     "get_conversation_with_messages",
     "iter_export_records",
+    "lineage_page",
     "list_conversation_page",
     "list_conversation_summaries",
     "list_failed_runs",
     "list_message_page",
+    "list_run_page",
     "list_runs",
     "list_summaries",
+    "list_summary_page",
     "load_compacted",
     "load_latest_messages",
     "load_messages",
@@ -84,9 +95,11 @@ __all__ = [
     "record_run",
     "resolve_conversation",
     "rewind_conversation",
+    "run_row_ids",
     "run_totals",
     "usage_by_user",
     "validate_after",
     "validate_limit",
+    "with_preview_columns",
     "write_summary",
 ]

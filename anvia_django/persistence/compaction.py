@@ -9,6 +9,8 @@ replaces rows), so only the first writer's summary is kept. The
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -186,14 +188,38 @@ def list_summaries(
     conversation_id: int, *, limit: int, using: str | None = None
 ) -> list[SummaryRecord]:
     """The conversation's ``limit`` newest summaries, newest first."""
+    return list_summary_page(conversation_id, limit=limit, using=using).items
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPage:
+    items: list[SummaryRecord]
+    has_more: bool
+
+    @property
+    def next_before(self) -> int | None:
+        """Pass as ``before`` for the next page; ``None`` on the last page."""
+        return self.items[-1].covers_through if self.has_more and self.items else None
+
+
+def list_summary_page(
+    conversation_id: int, *, limit: int, before: int | None = None, using: str | None = None
+) -> SummaryPage:
+    """The ``limit`` newest summaries covering less than ``before`` (their
+    ``covers_through`` is unique in a conversation, so it is the key)."""
     validate_limit(limit)
-    rows = (
-        MemorySummary.objects.using(read_alias(using))
-        .filter(conversation_id=conversation_id)
-        .order_by("-covers_through")
-        .values_list("covers_through", "message", "created_at")[:limit]
+    summaries = MemorySummary.objects.using(read_alias(using)).filter(
+        conversation_id=conversation_id
     )
-    return [SummaryRecord(k, message, as_utc(created)) for k, message, created in rows]
+    if before is not None:
+        summaries = summaries.filter(covers_through__lt=before)
+    rows = list(
+        summaries.order_by("-covers_through").values_list(
+            "covers_through", "message", "created_at"
+        )[: limit + 1]
+    )
+    items = [SummaryRecord(k, message, as_utc(created)) for k, message, created in rows[:limit]]
+    return SummaryPage(items, len(rows) > limit)
 
 
 def _after(covers_through: int | None) -> int:

@@ -8,6 +8,7 @@ row records its source and N; the source is never modified.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,9 +30,10 @@ from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
+from .keyset import RowKey, older_than
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
-from .rows import SUMMARY_FIELDS, summary_from_row
+from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from .scope import check_scope
 
 COPY_BATCH = 500
@@ -158,6 +160,26 @@ def conversation_lineage(
     With ``user_id``, conversations of other users are left out (a hidden
     source reads like a deleted one). Two queries, whatever the lineage.
     """
+    return lineage_page(conversation_id, user_id=user_id, limit=limit, using=using).lineage
+
+
+@dataclass(frozen=True, slots=True)
+class LineagePage:
+    lineage: Lineage
+    next_key: RowKey | None
+    """Pass as ``before`` for the next page of forks; ``None`` on the last."""
+
+
+def lineage_page(
+    conversation_id: int,
+    *,
+    user_id: str | None = None,
+    limit: int = 50,
+    before: RowKey | None = None,
+    using: str | None = None,
+) -> LineagePage:
+    """:func:`conversation_lineage` with the forks paged: the ``limit``
+    newest forks older than ``before``. Every page names the source."""
     validate_limit(limit)
     conversations = Conversation.objects.using(read_alias(using))
     source: Any = conversations.filter(pk=conversation_id).values_list(*_SOURCE_FIELDS).first()
@@ -171,9 +193,17 @@ def conversation_lineage(
     forks = conversations.filter(forked_from_id=conversation_id)
     if user_id is not None:
         forks = forks.filter(user_id=user_id)
-    rows = forks.order_by("-created_at", "-id").values_list(
-        "ref", "session_id", "forked_at_position"
-    )[:limit]
-    return Lineage(
-        forked_from, [ForkLineage(ref, session, position or 0) for ref, session, position in rows]
+    if before is not None:
+        forks = forks.filter(older_than(before, "created_at"))
+    rows = list(
+        forks.order_by("-created_at", "-id").values_list(
+            "ref", "session_id", "forked_at_position", "created_at", "id"
+        )[: limit + 1]
     )
+    shown = rows[:limit]
+    next_key = RowKey(as_utc(shown[-1][3]), shown[-1][4]) if len(rows) > limit else None
+    lineage = Lineage(
+        forked_from,
+        [ForkLineage(ref, session, position or 0) for ref, session, position, _, _ in shown],
+    )
+    return LineagePage(lineage, next_key)

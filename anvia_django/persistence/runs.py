@@ -26,6 +26,7 @@ from anvia_django.models import AgentRun, FailedRun
 
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
+from .keyset import KeysetPage, RowKey, older_than
 from .locking import lock_conversation, lock_existing_conversation
 from .reconnect import retry_if_connection_lost
 from .rows import as_utc
@@ -126,12 +127,31 @@ def list_runs(
     using: str | None = None,
 ) -> list[RunRecord]:
     """The conversation's ``limit`` newest runs (or the one ``run_id``), newest first."""
+    return list_run_page(conversation_id, limit=limit, run_id=run_id, using=using).items
+
+
+def list_run_page(
+    conversation_id: int,
+    *,
+    limit: int,
+    run_id: str | None = None,
+    before: RowKey | None = None,
+    using: str | None = None,
+) -> KeysetPage[RunRecord]:
+    """A page of :func:`list_runs`: the ``limit`` newest runs older than ``before``."""
     validate_limit(limit)
     runs = AgentRun.objects.using(read_alias(using)).filter(conversation_id=conversation_id)
     if run_id is not None:
         runs = runs.filter(run_id=run_id)
-    rows = runs.order_by("-started_at", "-id").values_list(*_RUN_FIELDS)[:limit]
-    return [_run_from_row(row) for row in rows]
+    if before is not None:
+        runs = runs.filter(older_than(before, "started_at"))
+    rows = list(runs.order_by("-started_at", "-id").values_list(*_RUN_FIELDS, "id")[: limit + 1])
+    shown = rows[:limit]
+    next_key = None
+    if len(rows) > limit:
+        last = shown[-1]
+        next_key = RowKey(as_utc(last[_RUN_FIELDS.index("started_at")]), last[-1])
+    return KeysetPage([_run_from_row(row[:-1]) for row in shown], next_key)
 
 
 def run_totals(conversation_id: int, *, using: str | None = None) -> RunTotals:

@@ -245,9 +245,11 @@ def test_the_admin_page_shows_lineage() -> None:
     branch = Conversation.objects.get(session_id="branch")
     source_page = client.get(f"/admin/anvia_django/conversation/{main.pk}/change/").content.decode()
     assert "Forks:" in source_page
-    assert f"?ref__exact={branch.ref}" in source_page
+    assert f'href="/admin/anvia_django/conversation/{branch.pk}/change/"' in source_page
     fork_page = client.get(f"/admin/anvia_django/conversation/{branch.pk}/change/").content.decode()
     assert "after its first 2 messages" in fork_page
+    # The source itself, not a list filtered down to it.
+    assert f'href="/admin/anvia_django/conversation/{main.pk}/change/">main</a>' in fork_page
     linked = client.get(f"/admin/anvia_django/conversation/?ref__exact={main.ref}")
     assert linked.status_code == 200
     assert "main" in linked.content.decode()

@@ -1,7 +1,9 @@
 """``manage.py demo_setup``: a local staff account for the admin and the API.
 
-Creates the user ``demo`` (or refreshes it) with view permission on the
-memory models, sets a password and prints it. For a local demo only.
+Creates the user ``demo`` (or refreshes it) with every view permission of
+anvia_django (conversations, messages, runs, failed runs, summaries: what
+the admin and the API show), sets a password and prints it. For a local
+demo only.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.management import BaseCommand, CommandParser
 from django.db import transaction
-
-MEMORY_MODELS = ("conversation", "memorymessage", "failedrun")
 
 
 class Command(BaseCommand):
@@ -39,8 +39,7 @@ class Command(BaseCommand):
             user.save()
             user.user_permissions.add(
                 *Permission.objects.filter(
-                    content_type__app_label="anvia_django",
-                    codename__in=[f"view_{model}" for model in MEMORY_MODELS],
+                    content_type__app_label="anvia_django", codename__startswith="view_"
                 )
             )
         action = "Created" if created else "Refreshed"

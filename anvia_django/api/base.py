@@ -1,0 +1,57 @@
+"""What every inspector view shares: access, renderers, readable errors.
+
+Every policy is set on the views themselves, so the project's
+``REST_FRAMEWORK`` defaults cannot loosen or reshape them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import NotAcceptable
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .permissions import authentication_classes, permission_classes
+from .renderers import READABLE_RENDERERS
+
+
+class InspectorAccessMixin(APIView):
+    """The inspector's permission and authentication classes, from settings."""
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [permission() for permission in permission_classes()]
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        return [authenticator() for authenticator in authentication_classes()]
+
+
+class ReadableErrorsMixin(APIView):
+    """An error answers in JSON or as the browsable page, whatever renderer
+    the request chose: a 403 served as ``application/vnd.oai.openapi`` (the
+    schema) or through a page template (Swagger UI) is unreadable, and a
+    browser refuses to show it."""
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        chosen = getattr(request, "accepted_renderer", None)
+        readable = isinstance(chosen, tuple(READABLE_RENDERERS))
+        if getattr(response, "exception", False) and not readable:
+            request.accepted_renderer, request.accepted_media_type = readable_renderer(request)
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def readable_renderer(request: Request) -> tuple[BaseRenderer, str]:
+    renderers = [renderer() for renderer in READABLE_RENDERERS]
+    try:
+        renderer, media_type = DefaultContentNegotiation().select_renderer(request, renderers)
+    except (NotAcceptable, Http404):  # an Accept or ?format= neither can serve
+        return JSONRenderer(), JSONRenderer.media_type
+    return renderer, media_type
