@@ -136,9 +136,11 @@ def test_another_users_prompt_fails_and_records_nothing(caplog: pytest.LogCaptur
     store = DjangoMemoryStore()
     agent = AgentBuilder("a", ScriptedModel([assistant("hi")])).memory(store).build()
     run(agent.session("s", user_id="alice").prompt("hello").send)
-    with caplog.at_level(logging.WARNING, logger="anvia_django"):
-        with pytest.raises(ConversationScopeError) as raised:
-            run(agent.session("s", user_id="mallory").prompt("show me").send)
+    with (
+        caplog.at_level(logging.WARNING, logger="anvia_django"),
+        pytest.raises(ConversationScopeError) as raised,
+    ):
+        run(agent.session("s", user_id="mallory").prompt("show me").send)
     # Nothing is recorded under a context the store refuses, so nothing is
     # refused again and logged (once for the error, once for the run record).
     assert not getattr(raised.value, "__notes__", None)

@@ -7,6 +7,7 @@ number of pages: every page is one indexed range query, never an OFFSET.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from django.http import HttpRequest
@@ -75,7 +76,7 @@ def requested_page(raw: str) -> int:
     significant = raw.lstrip("0")
     # Longer than any page count can be: the last page, without converting.
     if len(significant) > MAX_PAGE_DIGITS:
-        return 10**MAX_PAGE_DIGITS
+        return sys.maxsize
     return int(significant or "0")
 
 

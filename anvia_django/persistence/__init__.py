@@ -12,6 +12,7 @@ from .compaction import (
     write_summary,
 )
 from .deletion import DeletionCounts
+from .entries import load_entries
 from .forks import conversation_lineage, fork_conversation
 from .inspection import (
     ConversationKey,
@@ -75,6 +76,7 @@ __all__ = [
     "list_runs",
     "list_summaries",
     "load_compacted",
+    "load_entries",
     "load_latest_messages",
     "load_messages",
     "load_through_summary",

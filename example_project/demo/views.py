@@ -53,12 +53,20 @@ async def chat_history(request: HttpRequest) -> JsonResponse:
     if isinstance(session, JsonResponse):
         return session
     try:
-        messages = await session.history()
+        entries = await session.history_entries()
     except ConversationScopeError:
         return _error(404, NOT_FOUND)
     context = session.context
     lineage = await sync_to_async(_lineage)(context.session_id, context.user_id)
-    return JsonResponse({"messages": messages, "lineage": lineage})
+    return JsonResponse(
+        {
+            "messages": [entry.message for entry in entries],
+            # Where each message is stored: what "edit" sends back (a list
+            # index would be wrong once anything cut the history's start off).
+            "positions": [entry.position for entry in entries],
+            "lineage": lineage,
+        }
+    )
 
 
 async def visitor_id(request: HttpRequest) -> str:
@@ -119,8 +127,8 @@ async def chat_edit(request: HttpRequest) -> JsonResponse:
     if isinstance(text, JsonResponse):
         return text
     try:
-        history = await session.history()
-        if position >= len(history) or history[position].get("role") != "user":
+        edited = [e for e in await session.history_entries() if e.position == position]
+        if not edited or edited[0].message.get("role") != "user":
             return _error(400, "position must be the position of one of your messages.")
         fork = await session.fork(
             f"web-{uuid.uuid4()}", up_to=position, metadata={"channel": "web"}

@@ -30,12 +30,12 @@ def example_project() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def browser() -> Iterator[Client]:
+def browser() -> Client:
     """One visitor's browser for the whole test: the demo scopes its
     conversations to the visitor id in the Django session."""
     global BROWSER
     BROWSER = Client()
-    yield BROWSER
+    return BROWSER
 
 
 BROWSER = Client()
@@ -55,7 +55,9 @@ def test_editing_a_message_forks_and_keeps_the_original() -> None:
     original = f"web-{uuid.uuid4()}"
     first = post("/chat/send/", {"sessionId": original, "message": "Where is order 1042?"}).json()
     post("/chat/send/", {"sessionId": original, "message": "What did I ask earlier?"})
-    before = history(original)["messages"]
+    read = history(original)
+    before = read["messages"]
+    assert read["positions"] == list(range(len(before)))  # what "edit" sends back
     position = len(first["messages"])
     assert before[position] == user("What did I ask earlier?")
 
