@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
+from .core.memory.entries import HistoryEntry
 from .core.memory.runs import MemoryRunInput
 from .core.memory.types import (
     MemoryAppendInput,
@@ -28,6 +29,7 @@ from .persistence import (
     fork_conversation,
     get_conversation_with_messages,
     list_conversation_summaries,
+    load_entries,
     load_messages,
     load_through_summary,
     plan_compaction,
@@ -108,6 +110,15 @@ class DjangoMemoryStore:
         messages after the range it covers (:meth:`load` when there is none)."""
         return await run_in_db_thread(
             load_through_summary, context, using=self.using, limit=self.load_limit
+        )
+
+    async def load_entries(
+        self, context: MemoryContext, *, compacted: bool = False
+    ) -> list[HistoryEntry]:
+        """What :meth:`load` (``compacted``: :meth:`load_compacted`) returns,
+        each message with its stored position; a summary has none."""
+        return await run_in_db_thread(
+            load_entries, context, compacted=compacted, using=self.using, limit=self.load_limit
         )
 
     async def compact(self, input: MemoryCompactionInput) -> int | None:

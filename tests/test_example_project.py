@@ -302,11 +302,36 @@ def test_a_chat_is_kept_and_read_back_after_a_restart() -> None:
     assert len(body["messages"]) == 4
 
     demo_agent_module.demo_agent.cache_clear()  # as a restarted server would
-    history = Client().get("/chat/history/", {"sessionId": session_id})
+    history = client.get("/chat/history/", {"sessionId": session_id})  # same browser
     assert history.json()["messages"] == body["messages"]
     conversation = Conversation.objects.get(session_id=session_id)
-    assert conversation.user_id == views.WEB_USER
+    assert conversation.user_id == client.session[views.VISITOR_KEY]
+    assert conversation.user_id.startswith(views.VISITOR_PREFIX)
     assert conversation.metadata == {"channel": "web"}
+
+
+def test_each_visitor_is_a_user_of_their_own() -> None:
+    first, second = Client(), Client()
+    session_id = web_session()
+    assert send(first, session_id, "Where is order 1042?").status_code == 200
+    stored = Conversation.objects.get(session_id=session_id).message_count
+
+    # The second visitor, even knowing the session id, gets a 404: neither
+    # the history nor a prompt that would show it to the model.
+    history = second.get("/chat/history/", {"sessionId": session_id})
+    assert history.status_code == 404
+    assert "1042" not in history.content.decode()
+    refused = send(second, session_id, "What did I ask earlier?")
+    assert refused.status_code == 404
+    assert "1042" not in refused.content.decode()
+    assert Conversation.objects.get(session_id=session_id).message_count == stored
+
+    # Their own conversations work, under another user id.
+    other = web_session()
+    assert send(second, other, "hi").status_code == 200
+    owners = set(Conversation.objects.values_list("user_id", flat=True))
+    assert owners == {first.session[views.VISITOR_KEY], second.session[views.VISITOR_KEY]}
+    assert len(owners) == 2
 
 
 def test_the_chat_endpoint_needs_the_csrf_token() -> None:
@@ -346,9 +371,9 @@ def test_a_session_of_another_user_is_refused() -> None:
     from anvia_django.persistence import append_messages
 
     append_messages(append_input(session_id, [user("private")], user_id="someone-else"))
-    assert send(Client(), session_id, "hi").status_code == 403
+    assert send(Client(), session_id, "hi").status_code == 404
     history = Client().get("/chat/history/", {"sessionId": session_id})
-    assert history.status_code == 403
+    assert history.status_code == 404
     assert "private" not in history.content.decode()
 
 

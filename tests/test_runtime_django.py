@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,7 @@ from anvia_django.core import (
     MemorySavePolicy,
     Message,
 )
-from anvia_django.models import FailedRun
+from anvia_django.models import AgentRun, FailedRun
 from anvia_django.store import DjangoMemoryStore
 
 from .core.crash import POINTS, SURVIVES, How, Point, crash_run
@@ -131,27 +132,33 @@ def test_a_failed_run_is_recorded_outside_the_transcript() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_another_users_prompt_fails_and_records_nothing() -> None:
+def test_another_users_prompt_fails_and_records_nothing(caplog: pytest.LogCaptureFixture) -> None:
     store = DjangoMemoryStore()
     agent = AgentBuilder("a", ScriptedModel([assistant("hi")])).memory(store).build()
     run(agent.session("s", user_id="alice").prompt("hello").send)
-    with pytest.raises(ConversationScopeError) as raised:
+    with (
+        caplog.at_level(logging.WARNING, logger="anvia_django"),
+        pytest.raises(ConversationScopeError) as raised,
+    ):
         run(agent.session("s", user_id="mallory").prompt("show me").send)
-    # record_error is refused by the scope rule too; the original error wins.
-    assert any("record_error also failed" in note for note in raised.value.__notes__)
+    # Nothing is recorded under a context the store refuses, so nothing is
+    # refused again and logged (once for the error, once for the run record).
+    assert not getattr(raised.value, "__notes__", None)
+    assert caplog.records == []
     assert FailedRun.objects.count() == 0
+    assert AgentRun.objects.count() == 1  # alice's own run
     assert len(run(agent.session("s", user_id="alice").history)) == 2
 
 
 def readme_snippet() -> str:
     guide = (Path(__file__).parent.parent / "docs" / "runtime.md").read_text()
-    section = guide.split("## An agent with Django memory in under 20 lines", 1)[1]
+    section = guide.split("## An agent with Django memory in 25 lines", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_guide_snippet_is_under_20_lines() -> None:
+def test_the_guide_snippet_is_25_lines() -> None:
     code_lines = [line for line in readme_snippet().splitlines() if line.strip()]
-    assert len(code_lines) < 20
+    assert len(code_lines) <= 25
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,11 +7,13 @@ number of pages: every page is one indexed range query, never an OFFSET.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from django.http import HttpRequest
 
 PAGE_PARAM = "page"
+MAX_PAGE_DIGITS = 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +62,27 @@ class TranscriptPage:
         return self.url(self.count)
 
 
+def requested_page(raw: str) -> int:
+    """The page number asked for, as Django's ``Paginator.get_page`` reads it:
+    anything but a whole number is page 1, and the caller clamps a number
+    past the end to the last page.
+
+    ``str.isdigit`` alone would let through digits ``int`` refuses
+    (superscripts such as "²", other scripts' digits) and numbers of
+    thousands of digits, which ``int`` refuses too: both were a 500.
+    """
+    if not (raw.isascii() and raw.isdigit()):
+        return 1
+    significant = raw.lstrip("0")
+    # Longer than any page count can be: the last page, without converting.
+    if len(significant) > MAX_PAGE_DIGITS:
+        return sys.maxsize
+    return int(significant or "0")
+
+
 def transcript_page(request: HttpRequest, message_count: int, size: int) -> TranscriptPage:
     count = max(1, -(-message_count // size))
-    raw = request.GET.get(PAGE_PARAM, "1")
-    number = int(raw) if raw.isdigit() else 1
+    number = requested_page(request.GET.get(PAGE_PARAM, "1"))
     query = request.GET.copy()
     query.pop(PAGE_PARAM, None)
     return TranscriptPage(

@@ -84,6 +84,9 @@ def export_conversations(
     progress = Progress(err, verbosity, label="Exporting")
     if output is None:
         conversations, messages = _write_records(out, selection, batch_size, progress)
+        # Now, not at exit: a reader that has gone away (``| head -1``) must
+        # surface while the command can still end quietly, and before the report.
+        out.flush()
     else:
         conversations, messages = _export_to_file(output, selection, batch_size, progress)
     progress.done()
@@ -100,11 +103,19 @@ def clear_conversations(
     user_id: str | None,
     interactive: bool,
     confirm: Confirm,
+    dry_run: bool = False,
 ) -> None:
     if session is not None:
         found = resolve_conversation(session)
         if found is None:
             out.write(f"No conversation has the session id or ref {session!r}; nothing cleared.")
+            return
+        if dry_run:
+            planned = count_conversations(ConversationFilter(ref=found.ref))
+            out.write(
+                f"Would delete {_describe(planned)}: session {found.session_id!r} "
+                "(dry run; nothing deleted)."
+            )
             return
         question = f"Delete conversation {found.session_id!r} ({found.message_count} messages)?"
         _confirm(interactive, confirm, question)
@@ -113,6 +124,11 @@ def clear_conversations(
         assert user_id is not None  # the parser requires --session or --user
         selection = ConversationFilter(user_id=user_id)
         planned = count_conversations(selection)
+        if dry_run:
+            out.write(
+                f"Would delete {_describe(planned)} of user {user_id!r} (dry run; nothing deleted)."
+            )
+            return
         if not planned.conversations:
             out.write(f"User {user_id!r} has no conversations; nothing cleared.")
             return
@@ -164,6 +180,8 @@ def _export_to_file(
 ) -> tuple[int, int]:
     # Written beside the target and renamed at the end: a failed export
     # leaves no truncated file behind, and never half-overwrites an old one.
+    if output.is_dir():
+        raise CommandError(f"Cannot write {output}: it is a directory; name a file in it.")
     directory = output.parent if str(output.parent) else Path()
     if not directory.is_dir():
         raise CommandError(f"Cannot write {output}: {directory} is not a directory.")

@@ -13,6 +13,7 @@ from .compaction import (
     write_summary,
 )
 from .deletion import DeletionCounts
+from .entries import load_entries
 from .forks import LineagePage, conversation_lineage, fork_conversation, lineage_page
 from .inspection import (
     ConversationKey,
@@ -86,6 +87,7 @@ __all__ = [
     "list_summaries",
     "list_summary_page",
     "load_compacted",
+    "load_entries",
     "load_latest_messages",
     "load_messages",
     "load_through_summary",

@@ -2,6 +2,9 @@
 
 The browser keeps its session id in ``localStorage`` and the transcript
 lives in the database, so a conversation survives a reload and a restart.
+Each visitor is a user of their own, with an id kept in their Django session
+(a cookie): conversations are scoped to it, so a visitor who learns another's
+session id gets a 404, never the other's history.
 """
 
 from __future__ import annotations
@@ -31,33 +34,59 @@ logger = logging.getLogger(__name__)
 # visitor cannot type their way into one of the seeded conversations.
 SESSION_ID = re.compile(r"web-[0-9a-f-]{36}")
 MAX_PROMPT_CHARS = 4000
-WEB_USER = "web-visitor"
+VISITOR_KEY = "anvia_demo_visitor"
+VISITOR_PREFIX = "web-visitor-"
 CHANNEL = {"channel": "web"}
+NOT_FOUND = "No such conversation in this browser."
 
 
 @ensure_csrf_cookie
 @require_GET
 async def chat_page(request: HttpRequest) -> HttpResponse:
+    await visitor_id(request)  # the session cookie goes out with the page
     return render(request, "demo/chat.html", {"remote_model": uses_remote_model()})
 
 
 @require_GET
 async def chat_history(request: HttpRequest) -> JsonResponse:
-    session = _session(request.GET.get("sessionId"))
+    session = _session(request.GET.get("sessionId"), await visitor_id(request))
     if isinstance(session, JsonResponse):
         return session
     try:
-        messages = await session.history()
+        entries = await session.history_entries()
     except ConversationScopeError:
-        return _error(403, "This session belongs to someone else.")
-    lineage = await sync_to_async(_lineage)(session.context.session_id)
-    return JsonResponse({"messages": messages, "lineage": lineage})
+        return _error(404, NOT_FOUND)
+    context = session.context
+    lineage = await sync_to_async(_lineage)(context.session_id, context.user_id)
+    return JsonResponse(
+        {
+            "messages": [entry.message for entry in entries],
+            # Where each message is stored: what "edit" sends back (a list
+            # index would be wrong once anything cut the history's start off).
+            "positions": [entry.position for entry in entries],
+            "lineage": lineage,
+        }
+    )
 
 
-def _lineage(session_id: str) -> dict[str, Any]:
+async def visitor_id(request: HttpRequest) -> str:
+    """This browser's user id, created on its first request.
+
+    Never the same for two visitors: the conversations of all anonymous
+    visitors under one user id would be readable by each of them.
+    """
+    found = await request.session.aget(VISITOR_KEY)
+    if isinstance(found, str):
+        return found
+    created = f"{VISITOR_PREFIX}{uuid.uuid4().hex}"
+    await request.session.aset(VISITOR_KEY, created)
+    return created
+
+
+def _lineage(session_id: str, user_id: str | None) -> dict[str, Any]:
     """Where the visitor's session was forked from, and its forks (their sessions only)."""
     found = Conversation.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
-    lineage = Lineage(None, []) if found is None else conversation_lineage(found, user_id=WEB_USER)
+    lineage = Lineage(None, []) if found is None else conversation_lineage(found, user_id=user_id)
     source = lineage.forked_from
     return {
         "forkedFrom": (
@@ -72,7 +101,7 @@ async def chat_send(request: HttpRequest) -> JsonResponse:
     body = _json_object(request)
     if isinstance(body, JsonResponse):
         return body
-    session = _session(body.get("sessionId"))
+    session = _session(body.get("sessionId"), await visitor_id(request))
     if isinstance(session, JsonResponse):
         return session
     text = _prompt_text(body.get("message"))
@@ -88,7 +117,7 @@ async def chat_edit(request: HttpRequest) -> JsonResponse:
     body = _json_object(request)
     if isinstance(body, JsonResponse):
         return body
-    session = _session(body.get("sessionId"))
+    session = _session(body.get("sessionId"), await visitor_id(request))
     if isinstance(session, JsonResponse):
         return session
     position = body.get("position")
@@ -98,14 +127,14 @@ async def chat_edit(request: HttpRequest) -> JsonResponse:
     if isinstance(text, JsonResponse):
         return text
     try:
-        history = await session.history()
-        if position >= len(history) or history[position].get("role") != "user":
+        edited = [e for e in await session.history_entries() if e.position == position]
+        if not edited or edited[0].message.get("role") != "user":
             return _error(400, "position must be the position of one of your messages.")
         fork = await session.fork(
             f"web-{uuid.uuid4()}", up_to=position, metadata={"channel": "web"}
         )
     except ConversationScopeError:
-        return _error(403, "This session belongs to someone else.")
+        return _error(404, NOT_FOUND)
     return await _answer(fork, text)
 
 
@@ -131,7 +160,7 @@ async def _answer(session: AgentSession, text: str) -> JsonResponse:
     try:
         response: AgentResponse = await session.prompt(text).send()
     except ConversationScopeError:
-        return _error(403, "This session belongs to someone else.")
+        return _error(404, NOT_FOUND)
     except InvalidMemoryInputError as error:
         return _error(400, str(error))
     except Exception as error:
@@ -150,10 +179,10 @@ async def _answer(session: AgentSession, text: str) -> JsonResponse:
     )
 
 
-def _session(session_id: object) -> AgentSession | JsonResponse:
+def _session(session_id: object, visitor: str) -> AgentSession | JsonResponse:
     if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
         return _error(400, "sessionId must be 'web-' followed by a UUID.")
-    return demo_agent().session(session_id, user_id=WEB_USER, metadata=CHANNEL)
+    return demo_agent().session(session_id, user_id=visitor, metadata=CHANNEL)
 
 
 def _error(status: int, message: str) -> JsonResponse:

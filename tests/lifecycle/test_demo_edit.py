@@ -29,12 +29,24 @@ def example_project() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def browser() -> Client:
+    """One visitor's browser for the whole test: the demo scopes its
+    conversations to the visitor id in the Django session."""
+    global BROWSER
+    BROWSER = Client()
+    return BROWSER
+
+
+BROWSER = Client()
+
+
 def post(path: str, body: dict[str, Any]) -> Any:
-    return Client().post(path, data=json.dumps(body), content_type="application/json")
+    return BROWSER.post(path, data=json.dumps(body), content_type="application/json")
 
 
 def history(session_id: str) -> Any:
-    response = Client().get("/chat/history/", {"sessionId": session_id})
+    response = BROWSER.get("/chat/history/", {"sessionId": session_id})
     assert response.status_code == 200
     return response.json()
 
@@ -43,7 +55,9 @@ def test_editing_a_message_forks_and_keeps_the_original() -> None:
     original = f"web-{uuid.uuid4()}"
     first = post("/chat/send/", {"sessionId": original, "message": "Where is order 1042?"}).json()
     post("/chat/send/", {"sessionId": original, "message": "What did I ask earlier?"})
-    before = history(original)["messages"]
+    read = history(original)
+    before = read["messages"]
+    assert read["positions"] == list(range(len(before)))  # what "edit" sends back
     position = len(first["messages"])
     assert before[position] == user("What did I ask earlier?")
 
@@ -67,7 +81,8 @@ def test_editing_a_message_forks_and_keeps_the_original() -> None:
     }
     assert history(original)["lineage"]["forks"] == [{"sessionId": fork, "position": position}]
     row = Conversation.objects.get(session_id=fork)
-    assert (row.user_id, row.metadata) == (views.WEB_USER, {"channel": "web"})
+    visitor = BROWSER.session[views.VISITOR_KEY]
+    assert (row.user_id, row.metadata) == (visitor, {"channel": "web"})
     assert AgentRun.objects.filter(conversation=row).count() == 1
 
 
@@ -96,7 +111,7 @@ def test_editing_another_users_session_is_refused() -> None:
     session_id = f"web-{uuid.uuid4()}"
     append_messages(append_input(session_id, [user("private")], user_id="someone-else"))
     response = post("/chat/edit/", {"sessionId": session_id, "position": 0, "message": "x"})
-    assert response.status_code == 403
+    assert response.status_code == 404
     assert Conversation.objects.count() == 1
 
 

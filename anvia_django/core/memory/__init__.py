@@ -15,6 +15,7 @@ from .compaction import (
     SummaryRecord,
     estimate_tokens,
 )
+from .entries import HistoryEntry, PositionedMemoryStore
 from .errors import (
     ConversationScopeError,
     InvalidMemoryInputError,
@@ -67,6 +68,7 @@ __all__ = [
     "FailedRunRecord",
     "ForkLineage",
     "ForkableMemoryStore",
+    "HistoryEntry",
     "InProcessMemoryInspector",
     "InProcessMemoryStore",
     "InputLimits",
@@ -91,6 +93,7 @@ __all__ = [
     "MemorySavePolicy",
     "MemoryStore",
     "Message",
+    "PositionedMemoryStore",
     "ResolvedMemoryOptions",
     "RewindableMemoryStore",
     "RunRecord",

@@ -31,6 +31,7 @@ from .compaction import (
     summary_text,
     window_after_summary,
 )
+from .entries import HistoryEntry, StoredRow, windowed_entries
 from .errors import ConversationScopeError, InvalidMemoryInputError
 from .in_process_rows import SERIALS, StoredConversation, StoredSummary
 from .runs import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
@@ -153,6 +154,28 @@ class InProcessLifecycle:
             return await self.load(context)
         after = [(r.run_id, json.loads(r.encoded)) for r in rows[summary.covers_through + 1 :]]
         return window_after_summary(json.loads(summary.encoded), after, self.load_limit)
+
+    async def load_entries(
+        self, context: MemoryContext, *, compacted: bool = False
+    ) -> list[HistoryEntry]:
+        """What :meth:`load` (``compacted``: :meth:`load_compacted`) returns,
+        each message with its stored position; a summary has none."""
+        validate_context(context, self.limits)
+        with self._lock:
+            conversation = self._scoped(context)
+            rows = list(conversation.rows) if conversation else []
+            newest = conversation.summaries[-1] if conversation and conversation.summaries else None
+        summary: HistoryEntry | None = None
+        first = 0
+        if compacted and newest is not None:
+            summary = HistoryEntry(None, json.loads(newest.encoded), newest.covers_through)
+            first = newest.covers_through + 1
+        stored = [
+            StoredRow(position, row.run_id, json.loads(row.encoded))
+            for position, row in enumerate(rows)
+            if position >= first
+        ]
+        return windowed_entries(stored, self.load_limit, summary)
 
     async def compact(self, input: MemoryCompactionInput) -> int | None:
         """Fold the oldest part of the transcript into a summary; return the

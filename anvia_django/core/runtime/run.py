@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from anvia_django.core.memory.errors import MemoryNotConfiguredError
+from anvia_django.core.memory.errors import ConversationScopeError, MemoryNotConfiguredError
 from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
 
@@ -89,6 +89,11 @@ async def execute_run(agent: Agent, context: MemoryContext, text: str) -> AgentR
         # BaseException (cancellation, KeyboardInterrupt, SystemExit) is left
         # alone on purpose: it is treated like a killed process, and awaiting
         # the store while being cancelled would only delay the cancellation.
+        if isinstance(error, ConversationScopeError):
+            # Another user's conversation: the store refuses every write under
+            # this context, so a failed-run record (and a warning for each
+            # refused record) would only be noise for what is a 404.
+            raise
         await _record_failure(store, context, run_id, error, recorder.messages or [user])
         run = _run_input(context, run_id, "failed", started_at, name, usage, recorder)
         await _record_run(store, run, error)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from anvia_django.core.memory.branches import MemoryForkInput
+from anvia_django.core.memory.entries import HistoryEntry
 from anvia_django.core.memory.errors import MemoryCapabilityError
 from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryStore, Message
 
@@ -39,6 +40,25 @@ class AgentSession:
         the messages after it."""
         return await load_history(self.agent.compaction, self._store, self.context)
 
+    async def history_entries(self) -> list[HistoryEntry]:
+        """:meth:`history`, each message with its stored position: the
+        positions :meth:`rewind` and :meth:`fork` take.
+
+        Count positions from here, never from ``len(history())``: with
+        compaction the history starts with a summary (an entry whose
+        ``position`` is ``None``) standing for many messages, and with a
+        store's load limit it starts after the oldest ones.
+        """
+        load_entries = getattr(self._store, "load_entries", None)
+        if not callable(load_entries):
+            raise MemoryCapabilityError(
+                f"{type(self._store).__name__} cannot tell positions (it has no load_entries())."
+            )
+        entries: list[HistoryEntry] = await load_entries(
+            self.context, compacted=self.agent.compaction is not None
+        )
+        return entries
+
     async def clear(self) -> None:
         """Delete the session's history (and failed runs) from the store."""
         await self._store.clear(self.context)
@@ -48,7 +68,8 @@ class AgentSession:
         return how many were removed.
 
         For "edit and regenerate": rewind to the edited user message's
-        position, then send the edited text as a new prompt.
+        position (from :meth:`history_entries`), then send the edited text
+        as a new prompt.
         """
         rewind = getattr(self._store, "rewind", None)
         if not callable(rewind):

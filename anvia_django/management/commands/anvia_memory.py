@@ -6,36 +6,79 @@ Argument parsing only; the work is in :mod:`anvia_django.management.memory_ops`.
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from django.core.management import BaseCommand, CommandError, CommandParser
 
 from anvia_django.conf import ID_MAX_LENGTH
+from anvia_django.core.memory import InvalidMemoryInputError
 from anvia_django.management import memory_ops, usage
 from anvia_django.management.durations import parse_age
+from anvia_django.management.pipes import EXIT_BROKEN_PIPE, closed_stdout, quiet_stdout
 from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
 
 DEFAULT_LIST_LIMIT = 50
+# A bound every backend's LIMIT and every batch loop takes (a 64-bit value
+# overflows SQLite's LIMIT arithmetic); far beyond any real listing.
+MAX_COUNT = 2**31 - 1
+WHOLE_NUMBER = re.compile(r"\s*(-?)([0-9]+)\s*")
+
+
+def shown(text: str) -> str:
+    """``text`` quoted for an error message: short, and printable even when
+    the shell passed bytes that are not UTF-8 (surrogate escapes)."""
+    return repr(text if len(text) <= 24 else text[:24] + "...")
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    # ASCII digits only: int() would also take other scripts' digits, and
+    # spend its time on a 5000-digit number before refusing it.
+    match = WHOLE_NUMBER.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a whole number")
+    sign, digits = match.groups()
+    if len(digits.lstrip("0")) > len(str(MAX_COUNT)):
+        value = MAX_COUNT + 1 if not sign else 0
+    else:
+        value = int(sign + digits)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {shown(text.strip())}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, not {shown(text.strip())}")
     return value
 
 
 def identifier(text: str) -> str:
+    if not utf8(text):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not valid UTF-8 text")
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError("must not contain NUL characters")
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     if len(text) > ID_MAX_LENGTH:
         raise argparse.ArgumentTypeError(f"must be at most {ID_MAX_LENGTH} characters")
     return text
+
+
+def utf8(text: str) -> bool:
+    """False for an argument the shell passed as bytes that are not UTF-8:
+    Python hands those over as lone surrogates, which no database stores."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def output_path(text: str) -> Path:
+    if not utf8(text):
+        # The file system would take it; the messages naming it could not be printed.
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not valid UTF-8 text")
+    return Path(text)
 
 
 def start_moment(text: str) -> datetime:
@@ -59,6 +102,18 @@ def age(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+class ActionParser(CommandParser):
+    """A subcommand's parser: a bad argument value exits with status 1, as
+    every other refusal of this command does (``CommandError``), rather than
+    argparse's 2; called from code it raises ``CommandError`` as Django's does."""
+
+    def error(self, message: str) -> NoReturn:
+        if self.called_from_command_line:
+            self.print_usage(sys.stderr)
+            self.exit(1, f"{self.prog}: error: {message}\n")
+        raise CommandError(f"Error: {message}")
+
+
 class Command(BaseCommand):
     help = (
         "List, show, export, clear (erase) and prune stored agent conversations; "
@@ -67,7 +122,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(
-            dest="action", required=True, metavar="{list,show,export,clear,prune,usage}"
+            parser_class=ActionParser,
+            dest="action",
+            required=True,
+            metavar="{list,show,export,clear,prune,usage}",
         )
 
         listing = self._subcommand(actions, "list", "Conversations, most recently updated first.")
@@ -86,7 +144,7 @@ class Command(BaseCommand):
         which.add_argument("--session", type=identifier, help="One session (id or ref).")
         which.add_argument("--user", dest="user_id", type=identifier, help="A user's sessions.")
         export.add_argument(
-            "--output", "-o", type=Path, help="Write to this file instead of stdout."
+            "--output", "-o", type=output_path, help="Write to this file instead of stdout."
         )
         self._batch_size_option(export)
 
@@ -97,6 +155,9 @@ class Command(BaseCommand):
         target.add_argument("--session", type=identifier, help="One session (id or ref).")
         target.add_argument(
             "--user", dest="user_id", type=identifier, help="Every session of this user."
+        )
+        clear.add_argument(
+            "--dry-run", action="store_true", help="Report what would go; delete nothing."
         )
         self._no_input_option(clear)
 
@@ -126,6 +187,21 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._run(options)
+        except InvalidMemoryInputError as error:
+            # An id the store refuses (a NUL, say): the store's message names
+            # the part and never echoes content, so it is the operator's answer.
+            raise CommandError(str(error)) from None
+        except BrokenPipeError:
+            if not closed_stdout(self.stdout):
+                raise
+            # The reader went away (``export | head``): stop as ``cat`` does.
+            # Python would otherwise report the failed flush of stdout at exit.
+            quiet_stdout()
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
+
+    def _run(self, options: dict[str, Any]) -> None:
         action: str = options["action"]
         verbosity: int = options["verbosity"]
         if action == "list":
@@ -151,6 +227,7 @@ class Command(BaseCommand):
                 user_id=options["user_id"],
                 interactive=options["interactive"],
                 confirm=self._ask,
+                dry_run=options["dry_run"],
             )
         elif action == "prune":
             memory_ops.prune_conversations(

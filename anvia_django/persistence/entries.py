@@ -1,0 +1,71 @@
+"""A session's loaded history with each message's stored position."""
+
+from __future__ import annotations
+
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.entries import HistoryEntry, StoredRow, windowed_entries
+from anvia_django.core.memory.types import MemoryContext
+from anvia_django.core.memory.validation import validate_context
+from anvia_django.models import Conversation, MemoryMessage, MemorySummary
+
+from .databases import write_alias
+from .reconnect import retry_if_connection_lost
+from .scope import check_scope
+
+
+@retry_if_connection_lost
+def load_entries(
+    context: MemoryContext,
+    *,
+    compacted: bool = False,
+    using: str | None = None,
+    limit: int | None = None,
+) -> list[HistoryEntry]:
+    """What ``load_messages`` (``compacted``: ``load_through_summary``)
+    returns, each message with its position; the summary has none.
+
+    Reads the write database, as the loads do. Three short indexed queries
+    (conversation, newest summary, messages): this serves "edit a message",
+    not every run, so it is not compiled as the loads are.
+    """
+    validate_context(context, app_settings.input_limits)
+    alias = write_alias(using)
+    found = (
+        Conversation.objects.using(alias)
+        .filter(session_id=context.session_id)
+        .values_list("pk", "user_id")
+        .first()
+    )
+    if found is None:
+        return []
+    conversation_id, owner = found
+    check_scope(owner, context.user_id)
+    summary = _newest_summary(alias, conversation_id) if compacted else None
+    after = -1 if summary is None else summary.covers_through
+    assert after is not None  # a summary entry always says what it covers
+    messages = MemoryMessage.objects.using(alias).filter(
+        conversation_id=conversation_id, position__gt=after
+    )
+    columns = ("position", "run_id", "message")
+    if limit is None:
+        rows = list(messages.order_by("position").values_list(*columns))
+    else:
+        # One more than the window, so the run boundary before it is visible.
+        rows = list(messages.order_by("-position").values_list(*columns)[: limit + 1])
+        rows.reverse()
+    stored = [StoredRow(position, run_id, message) for position, run_id, message in rows]
+    return windowed_entries(stored, limit, summary)
+
+
+def _newest_summary(alias: str, conversation_id: int) -> HistoryEntry | None:
+    newest = (
+        MemorySummary.objects.using(alias)
+        .filter(conversation_id=conversation_id)
+        .order_by("-covers_through")
+        .values_list("covers_through", "message")
+        .first()
+    )
+    if newest is None:
+        return None
+    covers_through, message = newest
+    return HistoryEntry(None, message, covers_through)

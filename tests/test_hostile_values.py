@@ -1,0 +1,184 @@
+"""Hostile values for the admin's transcript paging and ``anvia_memory``:
+each gets a clear answer (a page, a ``CommandError``, exit status 1), never a
+500 or a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from anvia_django.core.memory import InvalidMemoryInputError
+from anvia_django.management import memory_ops
+from anvia_django.models import Conversation
+from anvia_django.persistence import append_messages
+from tests.helpers import append_input, user
+
+from .inspector_data import make_conversations, make_messages
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.django_db
+
+
+def staff_client() -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    return client
+
+
+HOSTILE_PAGES = {
+    "superscript two": ("²", 1),  # isdigit() is True, int() refuses it
+    "Arabic-Indic digits": ("\u0663", 1),
+    "5001 digits": ("9" * 5001, "last"),
+    "5001 digits, leading zeros": ("0" * 4999 + "12", "last"),
+    "a 64-bit overflow": (str(2**63), "last"),
+    "negative": ("-1", 1),
+    "a float": ("1.5", 1),
+    "spaces": (" 2 ", 1),
+    "empty": ("", 1),
+    "NUL": ("\x00", 1),
+}
+
+
+@pytest.mark.parametrize(("raw", "shown"), HOSTILE_PAGES.values(), ids=HOSTILE_PAGES.keys())
+def test_hostile_transcript_page_numbers_answer_a_page(raw: str, shown: int | str) -> None:
+    conversation = make_conversations(1, prefix="paged")[0]
+    make_messages(conversation, 250)  # 3 pages of 100
+    response = staff_client().get(
+        f"/admin/anvia_django/conversation/{conversation.pk}/change/", {"page": raw}
+    )
+    assert response.status_code == 200
+    page = response.context["transcript_page"]
+    assert page.number == (page.count if shown == "last" else shown)
+    assert page.count == 3
+
+
+def memory(*args: str) -> str:
+    out = StringIO()
+    call_command("anvia_memory", *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+HOSTILE_ARGUMENTS = {
+    "limit past 64 bits": (("list", "--limit", str(2**63 - 1)), "at most 2147483647"),
+    "limit of 5001 digits": (("list", "--limit", "9" * 5001), "at most 2147483647"),
+    "a very negative limit": (("list", "--limit", str(-(2**63))), "at least 1"),
+    "a superscript limit": (("list", "--limit", "²"), "not a whole number"),
+    "batch size past 32 bits": (("export", "--batch-size", str(2**31)), "at most"),
+    "a user id that is not UTF-8": (("list", "--user", "caf\udce9"), "not valid UTF-8"),
+    "a session id that is not UTF-8": (("show", "\udcff"), "not valid UTF-8"),
+    "an output name that is not UTF-8": (("export", "-o", "out\udcff.jsonl"), "not valid UTF-8"),
+    "a NUL in a user id": (("clear", "--user", "a\x00b", "--yes"), "NUL"),
+}
+
+
+@pytest.mark.parametrize(("args", "says"), HOSTILE_ARGUMENTS.values(), ids=HOSTILE_ARGUMENTS.keys())
+def test_hostile_command_arguments_are_a_command_error(args: tuple[str, ...], says: str) -> None:
+    with pytest.raises(CommandError, match=says):
+        memory(*args)
+
+
+def test_an_id_the_store_refuses_later_is_a_command_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise InvalidMemoryInputError("contains U+0000", path="user_id")
+
+    monkeypatch.setattr(memory_ops, "list_conversations", refuse)
+    with pytest.raises(CommandError, match="user_id: contains U"):
+        memory("list", "--user", "u1")
+
+
+def seed(session_id: str, *, user_id: str | None = None) -> None:
+    append_messages(append_input(session_id, [user("q"), user("q2")], run_id="r1", user_id=user_id))
+
+
+def test_export_to_a_directory_is_a_command_error_and_writes_nothing(tmp_path: Path) -> None:
+    seed("s-1")
+    with pytest.raises(CommandError, match="is a directory"):
+        memory("export", "--output", str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clear_dry_run_reports_and_deletes_nothing() -> None:
+    for session in ("a-1", "a-2"):
+        seed(session, user_id="alice")
+    seed("b-1", user_id="bob")
+
+    said = memory("clear", "--user", "alice", "--dry-run")
+    assert said.strip() == (
+        "Would delete 2 conversations (4 messages) of user 'alice' (dry run; nothing deleted)."
+    )
+    said = memory("clear", "--session", "b-1", "--dry-run")
+    assert "Would delete 1 conversation (2 messages): session 'b-1'" in said
+    assert Conversation.objects.count() == 3
+    assert "nothing deleted" in memory("clear", "--user", "nobody", "--dry-run")
+
+
+def run_manage(*args: bytes, env: dict[str, str], **kwargs: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, **kwargs
+    )
+
+
+@pytest.fixture
+def demo_env(tmp_path: Path) -> dict[str, str]:
+    """The example project on a scratch SQLite file, migrated, with one
+    conversation: what an operator's shell sees."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "ANVIA_DEMO_SQLITE": str(tmp_path / "demo.sqlite3"),
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    seed = (
+        "import django; django.setup()\n"
+        "from anvia_django.persistence import append_messages\n"
+        "from tests.helpers import append_input, user\n"
+        "append_messages(append_input('s-1', [user('hi')], run_id='r1'))\n"
+    )
+    subprocess.run([sys.executable, "-c", seed], cwd=ROOT, env=env, check=True)
+    return env
+
+
+def test_from_the_shell_a_bad_argument_exits_1_without_a_traceback(
+    demo_env: dict[str, str],
+) -> None:
+    for args in (
+        [b"anvia_memory", b"list", b"--user", b"caf\xe9"],  # Latin-1, not UTF-8
+        [b"anvia_memory", b"list", b"--limit", b"9223372036854775807"],
+        [b"anvia_memory", b"export", b"--output", b"/"],
+    ):
+        child = run_manage(*args, env=demo_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 1, (args, err)
+        assert b"Traceback" not in err
+        assert b"error" in err.lower()
+
+
+def test_export_into_a_closed_pipe_ends_quietly(demo_env: dict[str, str]) -> None:
+    # ``export | head -1`` where head has already gone: closing our end
+    # before the child writes makes its first write fail, deterministically.
+    child = run_manage(
+        b"anvia_memory",
+        b"export",
+        env=demo_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    assert child.stderr is not None
+    child.stdout.close()
+    with child.stderr:
+        err = child.stderr.read()
+    assert child.wait(timeout=60) == 141  # 128 + SIGPIPE, as `cat` ends
+    assert err == b""
