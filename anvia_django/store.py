@@ -38,6 +38,7 @@ from .persistence import (
     rewind_conversation,
     write_summary,
 )
+from .persistence.groups import appends_together
 from .persistence.threads import close_db_threads, run_in_db_thread
 
 __all__ = ["DjangoMemoryInspector", "DjangoMemoryStore", "close_db_threads"]
@@ -86,7 +87,7 @@ class DjangoMemoryStore:
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        await run_in_db_thread(append_messages, input, using=self.using, groupable=True)
+        await run_in_db_thread(append_messages, input, using=self.using, together=appends_together)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

@@ -1,20 +1,23 @@
-"""Group commit: appends queued for a store thread at the same moment share
-one transaction, each in a savepoint of its own.
+"""Group commit: appends queued for a store thread at the same moment run
+together, in one transaction.
 
-On SQLite every transaction ends in a sync of the journal, and only one
-writer runs at a time: sixteen tasks appending at once would otherwise wait
-for sixteen syncs in turn. Grouped, they wait for one. Each append still
-behaves as it would alone:
+On SQLite every transaction ends in a sync of the journal and one writer
+runs at a time: sixteen tasks appending at once would otherwise wait for
+sixteen syncs in turn. Grouped, they wait for one. On PostgreSQL a group is
+one statement, the append function called once per append, so sixteen
+appends cost one round trip and one commit. Each append still behaves as it
+would alone:
 
-- it runs its own code (:func:`~.writes.append_messages`) in its own
-  savepoint, so one that fails (the scope error, a retry recognised, a
-  database error) rolls back alone and its caller gets its own error;
-- its signal goes out after the group's commit (``on_commit`` callbacks of a
-  rolled-back savepoint are dropped, as they would be alone);
-- when the group's transaction itself fails (its commit, a lost
-  connection), every append of it runs again alone, as if it had never been
-  grouped: appends are idempotent (SPEC invariant 7), so one that did reach
-  the database is recognised as a retry and not written twice.
+- one that fails (another user's session, a database error) fails alone,
+  with its own error: on SQLite it rolls back its own savepoint; on
+  PostgreSQL the function writes nothing for it, or the statement fails and
+  every append of it runs again alone;
+- a retried append is recognised and writes nothing, as alone;
+- its ``messages_appended`` signal goes out after the group's commit;
+- when the group's transaction fails as a whole (its commit, a lost
+  connection), every append of it runs again alone, with the usual
+  reconnect: appends are idempotent (SPEC invariant 7), so one that did
+  reach the database is recognised and not written twice.
 
 Appends of one caller never share a group (a caller waits for each append
 before it makes the next), so the order of a session's appends is the
@@ -29,25 +32,64 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-Call = tuple[contextvars.Context, Callable[[], Any]]
-Outcome = tuple[bool, Any]
-"""``(True, result)`` or ``(False, exception)``."""
+from anvia_django import signals
+from anvia_django.core.memory.types import MemoryAppendInput
+
+from .dialects import AppendRequest, dialect_for
+from .notify import send_after_commit
+from .pool import Member, Outcome
+from .writes import appended_signal, validated_append
 
 
-def commit_together(alias: str, calls: Sequence[Call]) -> list[Outcome]:
-    """Run ``calls`` in one transaction on ``alias``, each in a savepoint;
-    their outcomes in order. Never raises: a failure is an outcome."""
+def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
+    """Run the ``append_messages`` calls of ``members`` as one group on ``alias``."""
+    dialect = dialect_for(alias)
+    if not dialect.appends_in_one_statement(alias):
+        return in_one_transaction(alias, members)
+    outcomes: list[Outcome | None] = [None] * len(members)
+    requests: list[tuple[int, AppendRequest]] = []
+    for index, (_, _, (input, *_)) in enumerate(members):
+        try:
+            request = validated_append(input)
+        except Exception as error:  # bad input: its own error, nothing written
+            outcomes[index] = (False, error)
+            continue
+        if request is None:
+            outcomes[index] = (True, None)
+        else:
+            requests.append((index, request))
+    # Sessions locked in one order by every group: two groups never deadlock.
+    requests.sort(key=lambda item: item[1].session_id)
+    try:
+        written = dialect.append_group(alias, [request for _, request in requests])
+    except DatabaseError:
+        written = [None] * len(requests)  # nothing was written: each alone
+    for (index, _), conversation in zip(requests, written, strict=True):
+        context, call, (input, *_) = members[index]
+        if conversation is None:
+            # The function wrote nothing (a retry, another user's session)
+            # or the statement failed: alone, the steps say which.
+            outcomes[index] = _alone(context, call)
+        else:
+            outcomes[index] = _signalled(context, alias, input, conversation)
+    assert all(outcome is not None for outcome in outcomes)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def in_one_transaction(alias: str, members: Sequence[Member]) -> list[Outcome]:
+    """Run ``members``' calls in one transaction on ``alias``, each in a
+    savepoint; their outcomes in order. Never raises: a failure is an outcome."""
     outcomes: list[Outcome] = []
     try:
         with transaction.atomic(using=alias):
-            for context, call in calls:
+            for context, call, _ in members:
                 outcomes.append(_in_savepoint(alias, context, call))
             if transaction.get_rollback(using=alias):
                 # A savepoint that could not be rolled back (its connection
                 # broke) dooms the transaction: nothing of it will commit.
                 raise _GroupFailed
     except (DatabaseError, _GroupFailed):
-        return [_alone(context, call) for context, call in calls]
+        return [_alone(context, call) for context, call, _ in members]
     return outcomes
 
 
@@ -68,3 +110,12 @@ def _alone(context: contextvars.Context, call: Callable[[], Any]) -> Outcome:
         return True, context.run(call)
     except Exception as exc:
         return False, exc
+
+
+def _signalled(
+    context: contextvars.Context, alias: str, input: MemoryAppendInput, conversation: Any
+) -> Outcome:
+    """A committed append's outcome, its signal sent (in its caller's context)."""
+    signal = appended_signal(input, conversation)
+    context.run(send_after_commit, signals.messages_appended, using=alias, **signal)
+    return True, None

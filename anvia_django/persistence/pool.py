@@ -1,8 +1,8 @@
 """A bounded pool of threads for the store's synchronous database work.
 
 The pool hands out calls; what a call does with Django's connections is
-:mod:`.threads`'s business, and how queued appends share a transaction is
-:mod:`.groups`'.
+:mod:`.threads`'s business, and how calls queued together run together
+(appends sharing a transaction) is :mod:`.groups`'.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import collections
 import contextvars
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
@@ -19,12 +19,18 @@ from typing import Any, TypeVar
 
 from django.db import connections
 
-from .groups import commit_together
-
 R = TypeVar("R")
 
 MOST_CALLS_PER_GROUP = 32
 """Bounds how long one group's transaction holds its locks (see :mod:`.groups`)."""
+
+Member = tuple[contextvars.Context, Callable[[], Any], tuple[Any, ...]]
+"""A call of a group: its caller's context, the call alone, its arguments."""
+Outcome = tuple[bool, Any]
+"""``(True, result)`` or ``(False, exception)``."""
+Together = Callable[[str, Sequence[Member]], list[Outcome]]
+"""Runs calls queued at the same moment on one alias together; their
+outcomes in order, never raising."""
 
 
 @dataclass(slots=True)
@@ -32,9 +38,11 @@ class _Job:
     future: Future[Any]
     context: contextvars.Context
     call: Callable[[], Any]
-    group: str | None
-    """The alias of a call that may share a transaction with others queued
-    for it (an append: :func:`.groups.commit_together`), else ``None``."""
+    group: tuple[str, Together] | None
+    """For a call that may run together with others queued for it (an
+    append): its alias and how such calls run together."""
+    args: tuple[Any, ...]
+    """The call's arguments, for :data:`Together`."""
     aliases: tuple[str, ...]
     """The aliases whose connections the call uses (see :data:`Around`)."""
 
@@ -78,11 +86,12 @@ class DatabaseThreadPool:
         context: contextvars.Context,
         call: Callable[[], R],
         *,
-        group: str | None = None,
+        group: tuple[str, Together] | None = None,
+        args: tuple[Any, ...] = (),
         aliases: tuple[str, ...] = (),
     ) -> Future[R]:
         future: Future[R] = Future()
-        job = _Job(future, context, call, group, aliases)
+        job = _Job(future, context, call, group, args, aliases)
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"the store's database threads {self.name!r} are closed")
@@ -146,11 +155,11 @@ class DatabaseThreadPool:
             only = jobs[0]
             outcomes = [_outcome(only.context, partial(self._around, only.call, only.aliases))]
         else:
-            alias = job.group
-            assert alias is not None
-            calls = [(each.context, each.call) for each in jobs]
-            # Each call runs in its own caller's context (commit_together).
-            together = partial(self._around, partial(commit_together, alias, calls), job.aliases)
+            assert job.group is not None
+            alias, run_together = job.group
+            members = [(each.context, each.call, each.args) for each in jobs]
+            # Each call runs in its own caller's context (see Together).
+            together = partial(self._around, partial(run_together, alias, members), job.aliases)
             ok, value = _outcome(contextvars.Context(), together)
             outcomes = value if ok else [(False, value)] * len(jobs)
         # Idle before the callers hear back: a caller's next call, submitted

@@ -42,7 +42,7 @@ from anvia_django.conf import app_settings
 
 from .databases import read_alias, write_alias
 from .dialects import one_writer_at_a_time
-from .pool import DatabaseThreadPool
+from .pool import DatabaseThreadPool, Together
 
 R = TypeVar("R")
 
@@ -67,12 +67,17 @@ def has_outer_sync_thread() -> bool:
 
 
 async def run_in_db_thread(
-    fn: Callable[..., R], /, *args: Any, using: str | None, groupable: bool = False, **kwargs: Any
+    fn: Callable[..., R],
+    /,
+    *args: Any,
+    using: str | None,
+    together: Together | None = None,
+    **kwargs: Any,
 ) -> R:
     """Await ``fn(*args, using=using, **kwargs)``: sync database work on alias ``using``.
 
-    ``groupable``: on a store thread, the call may share one transaction
-    with others queued at the same time, each in a savepoint of its own
+    ``together``: on a store thread, the call may run with others of the
+    same ``fn`` queued at the same moment, as ``together`` runs them
     (:mod:`.groups`); only for calls whose outcome that cannot change.
     """
     size = app_settings.STORE_THREADS
@@ -83,7 +88,8 @@ async def run_in_db_thread(
     future = _pool_for(alias, size).submit(
         contextvars.copy_context(),
         partial(fn, *args, using=using, **kwargs),
-        group=alias if groupable else None,
+        group=None if together is None else (alias, together),
+        args=args,
         aliases=_aliases(using, alias),
     )
     waiter = asyncio.wrap_future(future)

@@ -3,6 +3,7 @@ any database Django supports gets (:class:`Dialect`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -114,6 +115,19 @@ class Dialect:
         ``None`` means nothing was written and the caller must take the row
         lock and append in steps."""
         return None
+
+    def appends_in_one_statement(self, using: str) -> bool:
+        """Whether :meth:`append_group` can run a group of appends on ``using``."""
+        return False
+
+    def append_group(
+        self, using: str, appends: Sequence[AppendRequest]
+    ) -> list[LockedConversation | None]:
+        """Run ``appends`` in one statement (in autocommit, its own
+        transaction), in order: each one's conversation, or ``None`` where it
+        wrote nothing (the caller then appends it in steps). Raises the
+        database's error, having written nothing."""
+        raise NotImplementedError
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None

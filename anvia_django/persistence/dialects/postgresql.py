@@ -4,8 +4,11 @@ migrations 0005 and 0006 create (their SQL is frozen there)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from django.db import ProgrammingError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
 from anvia_django.fields import EncodedJSON
@@ -32,6 +35,28 @@ _APPEND_CALL = (
     + ")"
 )
 UNDEFINED_FUNCTION = "42883"
+
+
+def _append_group_sql() -> str:
+    """Several appends as one statement: the function called once per
+    append, in order, over arrays of their arguments (the messages of all of
+    them in two flat arrays, each append's slice given by ``first`` and
+    ``last``). One row per append that wrote: its 1-based index, then the
+    function's row."""
+    *scalars, _roles, _messages = APPEND_ARGUMENT_TYPES.split(", ")
+    columns = [f"a{number}" for number in range(len(scalars))]
+    arrays = ", ".join(f"%s::{kind}[]" for kind in [*scalars, "integer", "integer"])
+    return (
+        f"SELECT g.ordinality, r.* FROM unnest({arrays}) "
+        f"WITH ORDINALITY AS g({', '.join(columns)}, first, last, ordinality) "
+        f"CROSS JOIN LATERAL {APPEND_FUNCTION}("
+        + ", ".join(f"g.{column}" for column in columns)
+        + ", (%s::text[])[g.first:g.last], (%s::text[])[g.first:g.last]) AS r"
+        " ORDER BY g.ordinality"
+    )
+
+
+_APPEND_GROUP = _append_group_sql()
 
 _without_append_function: set[str] = set()
 """Aliases whose database lacks the append function (migrations not applied yet)."""
@@ -65,13 +90,7 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
         if using in _without_append_function:
             return None
         connection = connections[using]
-        stamp, metadata = _stamp_and_metadata(connection, append.now, append.metadata)
-        encode = MemoryMessage._meta.get_field("message").get_db_prep_save
-        stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
-        params = [
-            *(new_ref(), append.session_id, append.user_id, append.user_id or None, stamp),
-            *(metadata, append.run_id, append.turn, append.roles, stored),
-        ]
+        params = self._call_params(connection, append)
         try:
             # Inside the caller's transaction a savepoint, so that a missing
             # function leaves it usable; in autocommit the call is a transaction.
@@ -89,6 +108,32 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
             _note_missing_function(using)
             return None
         return None if row is None else _locked(connection, row, len(append.encoded))
+
+    def appends_in_one_statement(self, using: str) -> bool:
+        return using not in _without_append_function
+
+    def append_group(
+        self, using: str, appends: Sequence[AppendRequest]
+    ) -> list[LockedConversation | None]:
+        connection = connections[using]
+        calls = [self._call_params(connection, append) for append in appends]
+        scalars = [list(column) for column in zip(*(call[:-2] for call in calls), strict=True)]
+        roles: list[Any] = []
+        messages: list[Any] = []
+        firsts: list[int] = []
+        lasts: list[int] = []
+        for call in calls:
+            firsts.append(len(messages) + 1)
+            roles.extend(call[-2])
+            messages.extend(call[-1])
+            lasts.append(len(messages))
+        with connection.cursor() as cursor:
+            cursor.execute(_APPEND_GROUP, [*scalars, firsts, lasts, roles, messages])
+            rows = cursor.fetchall()
+        written: list[LockedConversation | None] = [None] * len(appends)
+        for ordinality, *row in rows:
+            written[ordinality - 1] = _locked(connection, row, len(appends[ordinality - 1].encoded))
+        return written
 
     def insert_messages(
         self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
@@ -110,6 +155,16 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
             for sql, params in rest:
                 cursor.execute(sql, params)
         return True
+
+    def _call_params(self, connection: BaseDatabaseWrapper, append: AppendRequest) -> list[Any]:
+        """The append function's arguments for ``append``."""
+        stamp, metadata = _stamp_and_metadata(connection, append.now, append.metadata)
+        encode = MemoryMessage._meta.get_field("message").get_db_prep_save
+        stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
+        return [
+            *(new_ref(), append.session_id, append.user_id, append.user_id or None, stamp),
+            *(metadata, append.run_id, append.turn, append.roles, stored),
+        ]
 
     def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
         connection = connections[using]
