@@ -41,6 +41,16 @@ from .maintenance import (
 from .reads import load_latest_messages, load_messages
 from .rewind import rewind_conversation
 from .runs import list_runs, record_run, run_totals, usage_by_user
+from .search import (
+    SearchHit,
+    SearchPage,
+    first_matching_positions,
+    matching_conversations,
+    search_conversation_page,
+    search_message_page,
+    search_messages,
+    validate_query,
+)
 from .writes import (
     append_messages,
     clear_conversation,
@@ -58,6 +68,8 @@ __all__ = [
     "FailedRunRecord",
     "FoundConversation",
     "MessagePage",
+    "SearchHit",
+    "SearchPage",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -65,6 +77,7 @@ __all__ = [
     "delete_matching_conversations",
     "erase_user_conversations",
     "find_conversation",
+    "first_matching_positions",
     "fork_conversation",
     "get_conversation_with_messages",
     "iter_export_records",
@@ -78,6 +91,7 @@ __all__ = [
     "load_latest_messages",
     "load_messages",
     "load_through_summary",
+    "matching_conversations",
     "plan_compaction",
     "pop_last_message",
     "record_failed_run",
@@ -85,8 +99,12 @@ __all__ = [
     "resolve_conversation",
     "rewind_conversation",
     "run_totals",
+    "search_conversation_page",
+    "search_message_page",
+    "search_messages",
     "usage_by_user",
     "validate_after",
     "validate_limit",
+    "validate_query",
     "write_summary",
 ]
