@@ -290,7 +290,8 @@ def test_snippet_centres_on_the_first_word_found() -> None:
     text = "x " * 200 + "the needle sits here " + "y " * 200
     cut = snippet(text, ["needle"])
     assert "needle" in cut
-    assert cut.startswith("…") and cut.endswith("…")
+    assert cut.startswith("…")
+    assert cut.endswith("…")
     assert len(cut) <= 162
     assert snippet("short text", ["absent"]) == "short text"
 

@@ -31,13 +31,15 @@ from anvia_django.persistence import (
     list_runs,
     list_summaries,
     run_totals,
+    search_conversation_page,
+    search_message_page,
 )
 
 from .cursors import decode_cursor, encode_cursor
 from .openapi import documented, view_schema
 from .owners import visibility
 from .pagination import next_link
-from .params import after_param, identifier_param, limit_param, user_id_param
+from .params import after_param, identifier_param, limit_param, search_param, user_id_param
 from .permissions import authentication_classes, permission_classes
 from .serializers import (
     ConversationMessageSerializer,
@@ -76,10 +78,14 @@ class ConversationViewSet(viewsets.ViewSet):
         )
         token = request.query_params.get("cursor")
         after = decode_cursor(token) if token is not None else None
+        q = search_param(request)
         scope = visibility(request, user_id_param(request))
         if scope.nothing:
             return Response([])
-        page = list_conversation_page(limit, scope.user_id, after=after)
+        if q is None:
+            page = list_conversation_page(limit, scope.user_id, after=after)
+        else:
+            page = search_conversation_page(q, limit, scope.user_id, after=after)
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))
@@ -107,8 +113,12 @@ class ConversationViewSet(viewsets.ViewSet):
             maximum=app_settings.INSPECTOR_MESSAGES_MAX_LIMIT,
         )
         after = after_param(request)
+        q = search_param(request)
         found = self._find(request, ref)
-        page = list_message_page(found.id, after=after, limit=limit)
+        if q is None:
+            page = list_message_page(found.id, after=after, limit=limit)
+        else:
+            page = search_message_page(found.id, q, after=after, limit=limit)
         headers = {}
         if page.next_after is not None:
             headers["Link"] = next_link(request, after=page.next_after)
