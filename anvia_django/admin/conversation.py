@@ -23,6 +23,7 @@ from anvia_django.persistence import (
 from .counting import EstimatedCountPaginator
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
+from .search import ConversationTextSearchMixin
 from .transcript import json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
@@ -33,11 +34,11 @@ FORKS_SHOWN = 20
 SUMMARIES_SHOWN = 5
 
 
-class ConversationAdmin(ReadOnlyAdminMixin):
+class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
     list_display = ("session_id", "user_id", "message_count", "created_at", "updated_at")
     list_display_links = ("session_id",)
     search_fields = ("session_id", "user_id")
-    search_help_text = "Search by session id or user id."
+    search_help_text = "Search by session id, user id or words of the messages' text."
     list_filter = (
         ("updated_at", admin.DateFieldListFilter),
         ("created_at", admin.DateFieldListFilter),

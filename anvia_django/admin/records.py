@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -10,19 +11,40 @@ from anvia_django.models import FailedRun, MemoryMessage
 
 from .counting import EstimatedCountPaginator
 from .mixins import ReadOnlyAdminMixin, pretty_json
+from .search import MessageTextSearchMixin, transcript_anchor
 
 
-class MemoryMessageAdmin(ReadOnlyAdminMixin):
-    list_display = ("conversation", "position", "role", "run_id", "turn", "created_at")
+class MemoryMessageAdmin(MessageTextSearchMixin, ReadOnlyAdminMixin):
+    list_display = (
+        "conversation",
+        "position",
+        "role",
+        "run_id",
+        "turn",
+        "created_at",
+        "in_transcript",
+    )
     list_select_related = ("conversation",)
     search_fields = ("=run_id", "=conversation__session_id")
-    search_help_text = "Exact run id or session id."
+    search_help_text = "Exact run id or session id, or words of the message's text."
     # Served by the (conversation, position) constraint's index.
     ordering = ("conversation_id", "position")
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     fields = ("conversation", "position", "role", "run_id", "turn", "created_at", "message_json")
     readonly_fields = fields
+
+    @admin.display(description="transcript")
+    def in_transcript(self, obj: MemoryMessage) -> SafeString:
+        opts = obj._meta
+        url = reverse(
+            f"admin:{opts.app_label}_conversation_change",
+            args=[obj.conversation_id],
+            current_app=self.admin_site.name,
+        )
+        return format_html(
+            '<a href="{}">#{}</a>', url + transcript_anchor(obj.position), obj.position
+        )
 
     @admin.display(description="message")
     def message_json(self, obj: MemoryMessage) -> SafeString:

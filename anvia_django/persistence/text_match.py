@@ -86,6 +86,9 @@ def condition(
     whose text holds every word of ``terms``."""
     qn = connection.ops.quote_name
     vendor = connection.vendor
+    if not can_match(terms, vendor):
+        # An empty FTS5 or boolean-mode query is a syntax error, not "nothing".
+        return "1 = 0", []
     if vendor == "postgresql":
         return (
             "to_tsvector('simple'::regconfig, coalesce(anvia_django_message_text("
