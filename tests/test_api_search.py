@@ -97,9 +97,11 @@ def test_q_pages_the_message_list_by_position(staff: APIClient) -> None:
         append_input("long", [user(f"needle {n}" if n % 2 else "hay") for n in range(7)])
     )
     ref = Conversation.objects.get(session_id="long").ref
-    response = staff.get(messages_url(ref), {"q": "needle", "limit": 2})
+    response = staff.get(messages_url(ref), {"q": "needle", "limit": "2"})
     assert [item["position"] for item in response.json()] == [1, 3]
-    response = staff.get(next_url(response))
+    following = next_url(response)
+    assert following is not None
+    response = staff.get(following)
     assert [item["position"] for item in response.json()] == [5]
     assert next_url(response) is None
 
@@ -169,4 +171,4 @@ def test_a_search_page_is_a_constant_number_of_queries(
     for number in range(20):
         append_messages(append_input(f"more-{number}", [user("order 1042 again")]))
     with django_assert_max_num_queries(len(few.captured_queries)):
-        assert len(staff.get(LIST_URL, {"q": "1042", "limit": 50}).json()) == 22
+        assert len(staff.get(LIST_URL, {"q": "1042", "limit": "50"}).json()) == 22
