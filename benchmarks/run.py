@@ -78,6 +78,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         ({"W5"}, workloads.lists),
         ({"W6"}, workloads.api),
         ({"W7"}, workloads.memory),
+        ({"W10"}, workloads.search),
     ]
     rows = []
     plans: list[tuple[str, str, str]] = []

@@ -43,6 +43,7 @@ class Sizes:
     one_session_writers: int = 8
     one_session_appends: int = 50
     read_repeats: int = 7
+    search_messages: int = 1_000_000
 
 
 QUICK = Sizes(
@@ -61,6 +62,7 @@ QUICK = Sizes(
     write_repeats=3,
     read_repeats=3,
     one_session_appends=10,
+    search_messages=10_000,
 )
 
 
@@ -241,3 +243,10 @@ async def memory(bench: Bench) -> list[Row]:
     from .api import memory_rows
 
     return await sync_to_async(memory_rows)(bench.sizes)
+
+
+async def search(bench: Bench) -> list[Row]:
+    """W10: content search among ``search_messages`` messages."""
+    from .search import search_rows
+
+    return await sync_to_async(search_rows)(bench.sizes.search_messages, bench.sizes.read_repeats)
