@@ -5,7 +5,7 @@ a string, else the ``text`` of every object in a ``content`` list. Keys
 ("role", "content"), tool calls and structured tool results are not text.
 
 - PostgreSQL: a GIN expression index on ``to_tsvector('simple', ...)`` of an
-  immutable SQL function that extracts that text. Measured cheaper to append
+  immutable PL/pgSQL function that extracts that text. Measured cheaper to append
   to than a stored generated ``tsvector`` column (no wider heap rows).
 - SQLite: a contentless FTS5 table filled by triggers, when the library has
   FTS5 (a system check warns, and search scans, when it has not).
@@ -24,22 +24,32 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
 POSTGRESQL_FORWARD = [
-    # An SQL function, so the index expression and the search query are
-    # spelled once; IMMUTABLE (jsonb parsing and text extraction are) so it
-    # may appear in an index. Messages hold valid JSON without U+0000 (the
-    # store refuses it everywhere), so the cast cannot fail on stored rows.
+    # A function, so the index expression and the search query spell the
+    # text once; IMMUTABLE (jsonb parsing and extraction are) so it may be
+    # in an index. PL/pgSQL, not SQL: an SQL function that cannot be inlined
+    # is planned again by every INSERT statement (measured: 95 us a row
+    # against 20 us), while PL/pgSQL keeps its plans for the session.
+    # Messages hold valid JSON without U+0000 (the store refuses it on
+    # every backend), so the cast cannot fail on a stored row.
     """
     CREATE OR REPLACE FUNCTION anvia_django_message_text(message text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-      SELECT CASE jsonb_typeof(parsed.m -> 'content')
-        WHEN 'string' THEN parsed.m ->> 'content'
-        WHEN 'array' THEN (
-          SELECT string_agg(part ->> 'text', ' ')
-          FROM jsonb_array_elements(parsed.m -> 'content') AS part
-          WHERE jsonb_typeof(part -> 'text') = 'string'
-        )
-      END
-      FROM (SELECT message::jsonb AS m) AS parsed
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    DECLARE
+      parsed jsonb := message::jsonb;
+    BEGIN
+      CASE jsonb_typeof(parsed -> 'content')
+        WHEN 'string' THEN
+          RETURN parsed ->> 'content';
+        WHEN 'array' THEN
+          RETURN (
+            SELECT string_agg(part ->> 'text', ' ')
+            FROM jsonb_array_elements(parsed -> 'content') AS part
+            WHERE jsonb_typeof(part -> 'text') = 'string'
+          );
+        ELSE
+          RETURN NULL;
+      END CASE;
+    END
     $$
     """,
     # 'simple': no stemming and no stop words, whatever the language, like
