@@ -103,7 +103,7 @@ def _text(number: str, concat: Callable[..., str]) -> str:
         '\'{"role":"user","content":"Could you check whether order \'',
         number,
         "' has shipped? topic'",
-        f"({number}) % {TOPICS}",
+        f"(({number}) % {TOPICS})",
         "' and the tracking page\"}'",
     )
 
