@@ -20,6 +20,7 @@ def register() -> None:
     # 6 runs database-tagged checks only for ``check --database``.
     checks.register(check_sqlite_transaction_mode, checks.Tags.compatibility)
     checks.register(check_database_vendors, checks.Tags.compatibility)
+    checks.register(check_content_search, checks.Tags.compatibility)
     checks.register(check_use_tz)
 
 
@@ -234,6 +235,30 @@ def check_database_vendors(
         elif connection.vendor == "mysql":
             messages.extend(_check_mysql_options(alias, connections.settings[alias]))
     return messages
+
+
+def check_content_search(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    """SQLite without FTS5: content search works, by scanning every message."""
+    from .models import Conversation
+    from .persistence.text_match import sqlite_has_fts5
+
+    if sqlite_has_fts5():
+        return []
+    return [
+        checks.Warning(
+            f"Database {alias!r}: this SQLite library has no FTS5, so content search "
+            "(the admin's search box, ?q= in the API) reads every message's text.",
+            hint="Use a Python or SQLite build with FTS5 (most have it), then run "
+            "migrate anvia_django 0006 and migrate again to build the index.",
+            id="anvia_django.W008",
+        )
+        for alias in connections
+        if connections[alias].vendor == "sqlite" and router.allow_migrate_model(alias, Conversation)
+    ]
 
 
 def _check_mysql_options(alias: str, settings_dict: dict[str, Any]) -> list[checks.CheckMessage]:

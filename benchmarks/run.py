@@ -79,6 +79,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         ({"W6"}, workloads.api),
         ({"W7"}, workloads.memory),
         ({"W10"}, workloads.jobs),
+        ({"W11"}, workloads.search),
     ]
     rows = []
     plans: list[tuple[str, str, str]] = []

@@ -1,4 +1,4 @@
-"""W1..W7 as issue 6 lists them, and W10 (a job per ``asyncio.run``); each
+"""W1..W7 as issue 6 lists them, W10 (a job per ``asyncio.run``) and W11 (search); each
 returns rows for the results table."""
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class Sizes:
     read_repeats: int = 7
     jobs: int = 200
     """W10: jobs that are each their own ``asyncio.run``."""
+    search_messages: int = 1_000_000
 
 
 QUICK = Sizes(
@@ -67,6 +68,7 @@ QUICK = Sizes(
     read_repeats=3,
     one_session_appends=10,
     jobs=20,
+    search_messages=10_000,
 )
 
 
@@ -297,3 +299,10 @@ async def jobs(bench: Bench) -> list[Row]:
 
 
 _job_message: Message = {"role": "user", "content": "a job's message"}
+
+
+async def search(bench: Bench) -> list[Row]:
+    """W11: content search among ``search_messages`` messages."""
+    from .search import search_rows
+
+    return await sync_to_async(search_rows)(bench.sizes.search_messages, bench.sizes.read_repeats)

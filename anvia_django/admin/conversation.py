@@ -30,6 +30,7 @@ from .links import change_url, changelist_url, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
 from .previews import SOURCE_CHARS, preview
+from .search import ConversationTextSearchMixin
 from .transcript import json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
@@ -51,7 +52,7 @@ class FailedRunFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ConversationAdmin(ReadOnlyAdminMixin):
+class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
     list_display = (
         "session_id",
         "preview",
@@ -63,7 +64,7 @@ class ConversationAdmin(ReadOnlyAdminMixin):
     )
     list_display_links = ("session_id",)
     search_fields = ("session_id", "user_id")
-    search_help_text = "Search by session id or user id."
+    search_help_text = "Search by session id, user id or words of the messages' text."
     list_filter = (
         FailedRunFilter,
         ("updated_at", admin.DateFieldListFilter),

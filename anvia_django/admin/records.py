@@ -17,6 +17,7 @@ from .counting import EstimatedCountPaginator
 from .links import link, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .previews import preview
+from .search import MessageTextSearchMixin
 
 ROLES = ("user", "assistant", "tool", "system")
 
@@ -46,7 +47,7 @@ class ConversationColumnMixin(ReadOnlyAdminMixin):
         return link(transcript_url(self.admin_site, obj.conversation_id), obj.conversation)
 
 
-class MemoryMessageAdmin(ConversationColumnMixin):
+class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
     list_display = (
         "__str__",
         "conversation_link",
@@ -55,10 +56,11 @@ class MemoryMessageAdmin(ConversationColumnMixin):
         "run_id",
         "turn",
         "created_at",
+        "in_transcript",
     )
     list_filter = (RoleFilter,)
     search_fields = ("=run_id", "=conversation__session_id")
-    search_help_text = "Exact run id or session id."
+    search_help_text = "Exact run id or session id, or words of the message's text."
     # Served by the (conversation, position) constraint's index.
     ordering = ("conversation_id", "position")
     show_full_result_count = False

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.validation import validate_identifier
-from anvia_django.persistence import validate_after, validate_limit
+from anvia_django.persistence import validate_after, validate_limit, validate_query
 
 # Bounded, so a thousand-digit "number" is refused before int() parses it.
 _INTEGER = re.compile(r"-?[0-9]{1,30}")
@@ -55,6 +55,19 @@ def identifier_param(request: Request, name: str) -> str | None:
         validate_identifier(raw, name, app_settings.input_limits, optional=False)
     except InvalidMemoryInputError as error:
         raise _invalid(name, str(error)) from None
+    return raw
+
+
+def search_param(request: Request) -> str | None:
+    """``q``, the words a message's text must hold; refused when empty,
+    over-long or holding text no backend can compare."""
+    raw = request.query_params.get("q")
+    if raw is None:
+        return None
+    try:
+        validate_query(raw)
+    except InvalidMemoryInputError as error:
+        raise _invalid("q", str(error)) from None
     return raw
 
 

@@ -49,6 +49,14 @@ _CURSOR = OpenApiParameter(
 _LIMIT_HELP = "Page size: a positive integer, at most the configured maximum (else 400)."
 _UNAUTHORIZED = OpenApiResponse(description="The permission classes refused the caller.")
 _NOT_FOUND = OpenApiResponse(description="No such conversation (or not the caller's).")
+_SEARCH = OpenApiParameter(
+    "q",
+    OpenApiTypes.STR,
+    description=(
+        "Only those whose message text holds every word of `q` (1-200 characters; "
+        "operators are read as words). See docs/inspector.md, Content search."
+    ),
+)
 _BAD_REQUEST = OpenApiResponse(description="A query parameter was invalid; the body names it.")
 
 OPERATIONS: dict[str, dict[str, Any]] = {
@@ -58,6 +66,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "parameters": [
             OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
             OpenApiParameter("userId", OpenApiTypes.STR, description="Only this user's."),
+            _SEARCH,
             OpenApiParameter(
                 "cursor", OpenApiTypes.STR, description="Opaque; from a `Link: rel=next` header."
             ),
@@ -87,6 +96,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                 "after", OpenApiTypes.INT, description="Only messages with a higher position."
             ),
             OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            _SEARCH,
             _LINK,
         ],
         "responses": {

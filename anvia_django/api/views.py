@@ -32,6 +32,8 @@ from anvia_django.persistence import (
     list_run_page,
     list_summary_page,
     run_totals,
+    search_conversation_page,
+    search_message_page,
 )
 
 from .base import InspectorAccessMixin, ReadableErrorsMixin
@@ -48,7 +50,7 @@ from .cursors import (
 from .openapi import documented, view_schema
 from .owners import visibility
 from .pagination import next_link
-from .params import after_param, identifier_param, limit_param, user_id_param
+from .params import after_param, identifier_param, limit_param, search_param, user_id_param
 from .renderers import READABLE_RENDERERS
 from .serializers import (
     ConversationMessageSerializer,
@@ -90,10 +92,14 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         )
         token = request.query_params.get("cursor")
         after = decode_cursor(token) if token is not None else None
+        q = search_param(request)
         scope = visibility(request, user_id_param(request))
         if scope.nothing:
             return Response([])
-        page = list_conversation_page(limit, scope.user_id, after=after)
+        if q is None:
+            page = list_conversation_page(limit, scope.user_id, after=after)
+        else:
+            page = search_conversation_page(q, limit, scope.user_id, after=after)
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))
@@ -121,8 +127,12 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
             maximum=app_settings.INSPECTOR_MESSAGES_MAX_LIMIT,
         )
         after = after_param(request)
+        q = search_param(request)
         found = self._find(request, ref)
-        page = list_message_page(found.id, after=after, limit=limit)
+        if q is None:
+            page = list_message_page(found.id, after=after, limit=limit)
+        else:
+            page = search_message_page(found.id, q, after=after, limit=limit)
         headers = {}
         if page.next_after is not None:
             headers["Link"] = next_link(request, after=page.next_after)

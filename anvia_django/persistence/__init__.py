@@ -46,6 +46,16 @@ from .reads import load_latest_messages, load_messages
 from .rewind import rewind_conversation
 from .row_ids import conversation_row_ids, run_row_ids
 from .runs import list_run_page, list_runs, record_run, run_totals, usage_by_user
+from .search import (
+    SearchHit,
+    SearchPage,
+    first_matching_positions,
+    matching_conversations,
+    search_conversation_page,
+    search_message_page,
+    search_messages,
+    validate_query,
+)
 from .writes import (
     append_messages,
     clear_conversation,
@@ -66,6 +76,8 @@ __all__ = [
     "LineagePage",
     "MessagePage",
     "RowKey",
+    "SearchHit",
+    "SearchPage",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -74,6 +86,7 @@ __all__ = [
     "delete_matching_conversations",
     "erase_user_conversations",
     "find_conversation",
+    "first_matching_positions",
     "fork_conversation",
     "get_conversation_with_messages",
     "iter_export_records",
@@ -91,6 +104,7 @@ __all__ = [
     "load_latest_messages",
     "load_messages",
     "load_through_summary",
+    "matching_conversations",
     "plan_compaction",
     "pop_last_message",
     "record_failed_run",
@@ -99,9 +113,13 @@ __all__ = [
     "rewind_conversation",
     "run_row_ids",
     "run_totals",
+    "search_conversation_page",
+    "search_message_page",
+    "search_messages",
     "usage_by_user",
     "validate_after",
     "validate_limit",
+    "validate_query",
     "with_preview_columns",
     "write_summary",
 ]

@@ -1,0 +1,91 @@
+"""Migration 0007 on a populated database, and SQLite without FTS5."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from anvia_django.checks import check_content_search
+from anvia_django.persistence import append_messages, search_messages, text_match
+
+from .helpers import append_input, assistant, snapshot, user
+
+
+def found(q: str) -> list[tuple[str, int]]:
+    return [(hit.session_id, hit.position) for hit in search_messages(q, limit=50).items]
+
+
+@pytest.fixture
+def without_fts5(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_match, "sqlite_has_fts5", lambda: False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_indexes_existing_rows_and_goes_back_cleanly() -> None:
+    append_messages(append_input("before", [user("stored before the index"), assistant("ok")]))
+    call_command("migrate", "anvia_django", "0006", verbosity=0)
+    try:
+        append_messages(append_input("between", [user("written while unindexed")]))
+        unchanged = snapshot()
+    finally:
+        call_command("migrate", "anvia_django", verbosity=0)
+    assert snapshot() == unchanged  # the index adds nothing the models see
+    assert found("unindexed") == [("between", 0)]
+    assert found("stored") == [("before", 0)]
+    append_messages(append_input("after", [user("stored after")]))
+    assert found("stored") == [("after", 0), ("before", 0)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_going_back_removes_every_database_object() -> None:
+    def names() -> set[str]:
+        with connection.cursor() as cursor:
+            tables = set(connection.introspection.table_names(cursor))
+            messages = "anvia_django_memorymessage"
+            columns = {
+                c.name for c in connection.introspection.get_table_description(cursor, messages)
+            }
+            indexes = set(connection.introspection.get_constraints(cursor, messages))
+        return tables | columns | indexes
+
+    append_messages(append_input("s", [user("some text")]))
+    with_index = names()
+    call_command("migrate", "anvia_django", "0006", verbosity=0)
+    try:
+        without = names()
+    finally:
+        call_command("migrate", "anvia_django", verbosity=0)
+    added = with_index - without
+    assert added  # a table, a column or an index, by backend
+    assert names() == with_index
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            assert {row[0] for row in cursor.fetchall()} >= {"anvia_msg_fts_insert"}
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("without_fts5")
+def test_sqlite_without_fts5_scans_and_finds_the_same() -> None:
+    append_messages(
+        append_input("s", [user("Where is order 1042?"), {"role": "tool", "content": {"a": "b"}}])
+    )
+    assert found("1042") == [("s", 0)]
+    assert found("order 1042") == [("s", 0)]
+    assert found("role") == []
+    assert found("50%_") == []
+
+
+@pytest.mark.sqlite
+@pytest.mark.usefixtures("without_fts5")
+def test_sqlite_without_fts5_is_a_warning() -> None:
+    warnings = check_content_search()
+    assert {warning.id for warning in warnings} == {"anvia_django.W008"}
+    assert "Database 'default'" in warnings[0].msg
+    assert "FTS5" in warnings[0].msg
+
+
+def test_with_fts5_or_another_backend_there_is_no_warning() -> None:
+    assert check_content_search() == []
