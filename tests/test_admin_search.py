@@ -53,7 +53,7 @@ def test_a_text_search_links_to_the_message_in_its_transcript(client: Client) ->
     (link,) = links_of(content, "customer-7")
     # The admin keeps the search in _changelist_filters; the page and anchor follow.
     assert link.startswith(f"{CONVERSATIONS}{conversation.pk}/change/?")
-    assert "page=2#message-13" in link
+    assert "page=2#m-13" in link
     transcript = client.get(link.replace("&amp;", "&")).content.decode()
     assert 'id="message-13"' in transcript
     assert "Order 1042 never came" in transcript
@@ -63,7 +63,7 @@ def test_a_text_search_links_to_the_message_in_its_transcript(client: Client) ->
 def test_ids_are_still_searched_and_link_plainly(client: Client) -> None:
     content = client.get(CONVERSATIONS, {"q": "c8"}).content.decode()
     (link,) = links_of(content, "customer-8")
-    assert "#message-" not in link
+    assert "#m-" not in link
     assert "customer-7" not in content
 
 
@@ -80,7 +80,7 @@ def test_the_message_list_searches_text_and_links_into_the_transcript(client: Cl
     content = client.get(MESSAGES, {"q": "never came"}).content.decode()
     message = MemoryMessage.objects.get(conversation__session_id="customer-7", position=13)
     assert f"/memorymessage/{message.pk}/change/" in content
-    assert f"/conversation/{message.conversation_id}/change/?page=2#message-13" in content
+    assert f"/conversation/{message.conversation_id}/change/?page=2#m-13" in content
     assert "small talk" not in content
 
 

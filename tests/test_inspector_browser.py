@@ -3,8 +3,8 @@ demo``: the demo's staff account sees Runs in the admin, browses the API
 from its root to a second page, opens Swagger UI, and an anonymous visitor
 following the schema link reads a refusal instead of a browser error.
 
-The admin's search step lives in its own module (it shares the helpers of
-tests/browser_support.py, starting from :func:`log_in_as_demo`).
+On the way it answers the first support question in the admin: a search
+for "1042" ends at the message that mentions order 1042, in its transcript.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from anvia_django.persistence import append_messages
+
 from .browser_support import BROWSER_MARKS, create_demo_account, log_in_as_demo, run_in_browser
+from .helpers import append_input, assistant, user
 from .inspector_data import make_conversations
 
 pytestmark = BROWSER_MARKS
@@ -36,6 +39,17 @@ def walk_the_inspector(browser: Any, base_url: str) -> dict[str, Any]:
     seen["runs_in_index"] = runs.all_inner_texts()
     runs.first.click()
     seen["runs_title"] = page.title()
+
+    page.goto(f"{base_url}/admin/anvia_django/conversation/")
+    page.fill("#searchbar", "1042")
+    page.press("#searchbar", "Enter")
+    page.wait_for_load_state()
+    seen["hits"] = page.locator("#result_list tbody tr").count()
+    page.locator("#result_list tbody tr th a").first.click()
+    page.wait_for_load_state()
+    seen["hit_url"] = page.url
+    anchor = page.evaluate("location.hash.slice(1)")
+    seen["hit_text"] = page.locator(f"[id='{anchor}']").inner_text()
 
     page.goto(f"{base_url}/anvia/api/")
     seen["root_type"] = page.evaluate("document.contentType")
@@ -63,11 +77,16 @@ def test_the_demo_account_walks_the_admin_and_the_api(live_server: Any) -> None:
     pytest.importorskip("drf_spectacular_sidecar")  # Swagger UI offline
     create_demo_account()
     make_conversations(5, prefix="walk")
+    asking = [user("Hello"), assistant("Hi, how can I help?"), user("Where is my order 1042?")]
+    append_messages(append_input("support-thread", asking))
     with override_settings(ANVIA_DJANGO=DEMO_RULES):
         seen = run_in_browser(walk_the_inspector, live_server.url)
 
     assert "Runs" in seen["runs_in_index"]
     assert seen["runs_title"].startswith("Select run to view")
+    assert seen["hits"] == 1
+    assert seen["hit_url"].endswith("#m-2")
+    assert "Where is my order 1042?" in seen["hit_text"]
     assert seen["root_type"] == "text/html"
     assert "walk-4" in seen["first_page"]
     assert "walk-2" not in seen["first_page"]

@@ -16,7 +16,6 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import F, Model, QuerySet
 from django.http import HttpRequest
 
-from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.persistence import (
     first_matching_positions,
@@ -25,16 +24,12 @@ from anvia_django.persistence import (
 )
 from anvia_django.persistence.text_match import MatchesText, SearchTerms
 
+from .links import transcript_url
+
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
 else:  # ModelAdmin is generic only in django-stubs
     _ModelAdmin = admin.ModelAdmin
-
-
-def transcript_anchor(position: int) -> str:
-    """The query and fragment of ``position`` on its conversation's page."""
-    page = position // app_settings.ADMIN_TRANSCRIPT_PAGE_SIZE + 1
-    return f"?page={page}#message-{position}"
 
 
 def _terms(search_term: str) -> SearchTerms | None:
@@ -75,9 +70,10 @@ class _HitLinkingChangeList(ChangeList):
     _first_hits: dict[int, int] | None = None
 
     def url_for_result(self, result: Model) -> str:
-        url = super().url_for_result(result)
         position = self._first_hit_positions().get(result.pk)
-        return url if position is None else url + transcript_anchor(position)
+        if position is None:
+            return super().url_for_result(result)
+        return transcript_url(self.model_admin.admin_site, result.pk, position)
 
     def _first_hit_positions(self) -> dict[int, int]:
         # Once per page, for every row on it: one query, not one per row.
