@@ -20,7 +20,8 @@ def register() -> None:
     # 6 runs database-tagged checks only for ``check --database``.
     checks.register(check_sqlite_transaction_mode, checks.Tags.compatibility)
     checks.register(check_database_vendors, checks.Tags.compatibility)
-    checks.register(check_content_search, checks.Tags.compatibility)
+    # Asks each SQLite database's library: run by ``migrate`` and ``check --database``.
+    checks.register(check_content_search, checks.Tags.database)
     checks.register(check_use_tz)
 
 
@@ -246,8 +247,6 @@ def check_content_search(
     from .models import Conversation
     from .persistence.text_match import sqlite_has_fts5
 
-    if sqlite_has_fts5():
-        return []
     return [
         checks.Warning(
             f"Database {alias!r}: this SQLite library has no FTS5, so content search "
@@ -256,8 +255,10 @@ def check_content_search(
             "migrate anvia_django 0006 and migrate again to build the index.",
             id="anvia_django.W008",
         )
-        for alias in connections
-        if connections[alias].vendor == "sqlite" and router.allow_migrate_model(alias, Conversation)
+        for alias in databases or ()
+        if connections[alias].vendor == "sqlite"
+        and router.allow_migrate_model(alias, Conversation)
+        and not sqlite_has_fts5(connections[alias])
     ]
 
 

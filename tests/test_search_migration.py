@@ -18,7 +18,7 @@ def found(q: str) -> list[tuple[str, int]]:
 
 @pytest.fixture
 def without_fts5(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text_match, "sqlite_has_fts5", lambda: False)
+    monkeypatch.setattr(text_match, "sqlite_has_fts5", lambda connection: False)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -81,11 +81,17 @@ def test_sqlite_without_fts5_scans_and_finds_the_same() -> None:
 @pytest.mark.sqlite
 @pytest.mark.usefixtures("without_fts5")
 def test_sqlite_without_fts5_is_a_warning() -> None:
-    warnings = check_content_search()
+    warnings = check_content_search(databases=["default"])
     assert {warning.id for warning in warnings} == {"anvia_django.W008"}
     assert "Database 'default'" in warnings[0].msg
     assert "FTS5" in warnings[0].msg
 
 
+@pytest.mark.django_db
 def test_with_fts5_or_another_backend_there_is_no_warning() -> None:
+    assert check_content_search(databases=["default"]) == []
+
+
+def test_the_check_asks_only_for_the_databases_it_is_given() -> None:
+    # A database check: ``migrate`` and ``check --database`` name them.
     assert check_content_search() == []

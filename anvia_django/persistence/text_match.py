@@ -11,9 +11,7 @@ words re-quoted here, so no operator a user types (``"``, ``*``, ``NEAR``,
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -61,15 +59,23 @@ def terms_of(text: str) -> SearchTerms:
     return SearchTerms(text=text, words=tuple(words))
 
 
-@lru_cache(maxsize=1)
-def sqlite_has_fts5() -> bool:
-    """Whether this process's SQLite library has FTS5 (the one Django uses)."""
-    probe = sqlite3.connect(":memory:")
-    try:
-        options = {row[0] for row in probe.execute("PRAGMA compile_options")}
-    finally:
-        probe.close()
-    return "ENABLE_FTS5" in options
+_FTS5: dict[str, bool] = {}
+"""Whether the SQLite library behind each alias has FTS5, learnt once."""
+
+
+def sqlite_has_fts5(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the SQLite library of ``connection`` (an SQLite alias) has FTS5.
+
+    Asked once per alias, on Django's own connection at the driver level,
+    as Django sets up a new connection: a capability, not a query, so it is
+    not among the statements a test counts."""
+    found = _FTS5.get(connection.alias)
+    if found is None:
+        connection.ensure_connection()
+        raw: Any = connection.connection
+        row = raw.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
+        found = _FTS5[connection.alias] = bool(row[0])
+    return found
 
 
 def can_match(terms: SearchTerms, vendor: str) -> bool:
@@ -98,7 +104,7 @@ def condition(
     if vendor == "mysql":
         query = " ".join(f'+"{word}"' for word in _mysql_words(terms))
         return f"MATCH ({table}.{qn(SEARCH_COLUMN)}) AGAINST (%s IN BOOLEAN MODE)", [query]
-    if vendor == "sqlite" and sqlite_has_fts5():
+    if vendor == "sqlite" and sqlite_has_fts5(connection):
         # Each word a quoted FTS5 string: no bareword is read as an operator.
         query = " ".join('"' + word.replace('"', '""') + '"' for word in terms.words)
         return (
