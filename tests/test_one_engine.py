@@ -107,6 +107,7 @@ def _every_method(store: DjangoMemoryStore) -> list[tuple[str, Callable[[], Awai
             lambda: store.compact(MemoryCompactionInput(context, _summarise, keep_messages=1)),
         ),
         ("load_compacted", lambda: store.load_compacted(context)),
+        ("load_entries", lambda: store.load_entries(context)),
         ("rewind", lambda: store.rewind(context, 2)),
         (
             "list_conversations",
