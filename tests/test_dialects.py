@@ -25,6 +25,7 @@ from anvia_django.persistence import (
     list_conversation_summaries,
     load_messages,
 )
+from anvia_django.persistence.text_match import SEARCH_COLUMN
 from anvia_django.store import DjangoMemoryStore
 from anvia_django.testing import MemoryStoreConformance
 
@@ -165,7 +166,7 @@ def test_mysql_columns_get_the_exact_collation() -> None:
         cursor.execute(
             "SELECT TABLE_NAME, COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'anvia_django_%%' "
-            "AND COLLATION_NAME IS NOT NULL"
+            f"AND COLLATION_NAME IS NOT NULL AND COLUMN_NAME <> '{SEARCH_COLUMN}'"
         )
         found = {(table, column): collation for table, column, collation in cursor.fetchall()}
     exact_columns = {
@@ -199,7 +200,7 @@ def _collations() -> set[str]:
         cursor.execute(
             "SELECT DISTINCT COLLATION_NAME FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'anvia_django_%%' "
-            "AND COLLATION_NAME IS NOT NULL"
+            f"AND COLLATION_NAME IS NOT NULL AND COLUMN_NAME <> '{SEARCH_COLUMN}'"
         )
         return {row[0] for row in cursor.fetchall()}
 

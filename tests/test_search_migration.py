@@ -7,7 +7,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from anvia_django.checks import check_content_search
-from anvia_django.persistence import append_messages, search_messages, text_match
+from anvia_django.core.memory.types import MemoryContext
+from anvia_django.persistence import append_messages, load_messages, search_messages, text_match
 
 from .helpers import append_input, assistant, snapshot, user
 
@@ -27,6 +28,9 @@ def test_migration_indexes_existing_rows_and_goes_back_cleanly() -> None:
     call_command("migrate", "anvia_django", "0006", verbosity=0)
     try:
         append_messages(append_input("between", [user("written while unindexed")]))
+        # Deeper than MariaDB's JSON functions go (32): indexing it must not
+        # fail the migration, nor an append after it.
+        append_messages(append_input("deep", [_deep_message("kept while unindexed")]))
         unchanged = snapshot()
     finally:
         call_command("migrate", "anvia_django", verbosity=0)
@@ -35,6 +39,18 @@ def test_migration_indexes_existing_rows_and_goes_back_cleanly() -> None:
     assert found("stored") == [("before", 0)]
     append_messages(append_input("after", [user("stored after")]))
     assert found("stored") == [("after", 0), ("before", 0)]
+    append_messages(append_input("deep", [_deep_message("appended after")], turn=2))
+    assert load_messages(MemoryContext("deep")) == [
+        _deep_message("kept while unindexed"),
+        _deep_message("appended after"),
+    ]
+
+
+def _deep_message(text: str) -> dict[str, object]:
+    content: object = text
+    for _ in range(60):
+        content = [content]
+    return {"role": "user", "content": "nested", "parts": content}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -63,6 +79,17 @@ def test_going_back_removes_every_database_object() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             assert {row[0] for row in cursor.fetchall()} >= {"anvia_msg_fts_insert"}
+    if connection.vendor == "mysql":
+        call_command("migrate", "anvia_django", "0006", verbosity=0)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT COUNT(*) FROM information_schema.triggers"
+                    " WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'anvia%%'"
+                )
+                assert cursor.fetchone()[0] == 0
+        finally:
+            call_command("migrate", "anvia_django", verbosity=0)
 
 
 @pytest.mark.sqlite

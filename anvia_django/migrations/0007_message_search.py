@@ -9,7 +9,7 @@ a string, else the ``text`` of every object in a ``content`` list. Keys
   to than a stored generated ``tsvector`` column (no wider heap rows).
 - SQLite: a contentless FTS5 table filled by triggers, when the library has
   FTS5 (a system check warns, and search scans, when it has not).
-- MariaDB/MySQL: a stored generated column holding the text, with a
+- MariaDB/MySQL: a column holding the text, kept by a trigger, with a
   FULLTEXT index (InnoDB).
 
 The SQL is written out here, per vendor, and imports no application code:
@@ -19,7 +19,7 @@ Existing rows are indexed by the statements themselves.
 
 from __future__ import annotations
 
-from django.db import migrations
+from django.db import DatabaseError, migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
@@ -132,28 +132,70 @@ SQLITE_BACKWARD = [
     "DROP TABLE IF EXISTS anvia_django_message_fts",
 ]
 
+# MariaDB/MySQL: the text, as a generated column could spell it, but kept by
+# a trigger: a JSON function over a message nested deeper than the server's
+# JSON depth limit (MariaDB: 32) fails, and in a generated column that would
+# fail the INSERT of a message the store accepts (nesting up to 100). The
+# trigger's handler leaves such a message's text NULL: not searchable, stored.
+# A generated expression cannot loop over a list, so the text parts are taken
+# as one JSON array text and its escapes (\n, \", \uXXXX) made spaces:
+# every escaped character is one the FULLTEXT parser splits words on.
+MYSQL_TEXT = r"""
+    CASE JSON_TYPE(JSON_EXTRACT({row}message, '$.content'))
+      WHEN 'STRING' THEN JSON_UNQUOTE(JSON_EXTRACT({row}message, '$.content'))
+      WHEN 'ARRAY' THEN REGEXP_REPLACE(
+        JSON_EXTRACT({row}message, '$.content[*].text'), '\\\\(u[0-9A-Fa-f]{{4}}|.)', ' ')
+    END
+"""
 MYSQL_FORWARD = [
-    # A generated column cannot loop over a list, so the text parts are taken
-    # as one JSON array text and its escapes (\n, \", \uXXXX) made spaces:
-    # every escaped character is one the FULLTEXT parser splits words on.
     # The case- and accent-insensitive collation is the column's own; the
     # message column keeps its binary one.
-    r"""
+    """
     ALTER TABLE anvia_django_memorymessage
-    ADD COLUMN anvia_search_text longtext
-      CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci
-      AS (CASE JSON_TYPE(JSON_EXTRACT(message, '$.content'))
-        WHEN 'STRING' THEN JSON_UNQUOTE(JSON_EXTRACT(message, '$.content'))
-        WHEN 'ARRAY' THEN REGEXP_REPLACE(
-          JSON_EXTRACT(message, '$.content[*].text'), '\\\\(u[0-9A-Fa-f]{4}|.)', ' ')
-      END) STORED,
-    ADD FULLTEXT INDEX anvia_msg_text_search_idx (anvia_search_text)
+    ADD COLUMN anvia_search_text longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL
+    """,
+    f"""
+    CREATE TRIGGER anvia_msg_search_text BEFORE INSERT ON anvia_django_memorymessage
+    FOR EACH ROW BEGIN
+      DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET NEW.anvia_search_text = NULL;
+      SET NEW.anvia_search_text = {MYSQL_TEXT.format(row="NEW.")};
+    END
     """,
 ]
+MYSQL_FILL = f"""
+    UPDATE anvia_django_memorymessage SET anvia_search_text = {MYSQL_TEXT.format(row="")}
+    WHERE id BETWEEN %s AND %s
+"""
+"""Existing rows, a range of ids at a time (see :func:`_fill_mysql`)."""
+MYSQL_INDEX = (
+    "ALTER TABLE anvia_django_memorymessage"
+    " ADD FULLTEXT INDEX anvia_msg_text_search_idx (anvia_search_text)"
+)
 MYSQL_BACKWARD = [
+    "DROP TRIGGER IF EXISTS anvia_msg_search_text",
     "ALTER TABLE anvia_django_memorymessage DROP INDEX anvia_msg_text_search_idx,"
     " DROP COLUMN anvia_search_text",
 ]
+
+
+def _fill_mysql(schema_editor: BaseDatabaseSchemaEditor, batch: int = 10_000) -> None:
+    """Give existing rows their text; a row too deeply nested for the
+    server's JSON functions keeps NULL, as the trigger gives new ones."""
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT MIN(id), MAX(id) FROM anvia_django_memorymessage")
+        low, high = cursor.fetchone()
+        if low is None:
+            return
+        for start in range(low, high + 1, batch):
+            try:
+                cursor.execute(MYSQL_FILL, [start, start + batch - 1])
+            except DatabaseError:
+                for row_id in range(start, min(start + batch, high + 1)):
+                    try:
+                        cursor.execute(MYSQL_FILL, [row_id, row_id])
+                    except DatabaseError:
+                        continue
+
 
 FORWARD = {"postgresql": POSTGRESQL_FORWARD, "sqlite": SQLITE_FORWARD, "mysql": MYSQL_FORWARD}
 BACKWARD = {"postgresql": POSTGRESQL_BACKWARD, "sqlite": SQLITE_BACKWARD, "mysql": MYSQL_BACKWARD}
@@ -170,11 +212,14 @@ def _run(statements: dict[str, list[str]], schema_editor: BaseDatabaseSchemaEdit
     if vendor == "sqlite" and not _sqlite_has_fts5(schema_editor):
         return  # search scans instead; the system check says so
     for statement in statements.get(vendor, []):
-        schema_editor.execute(statement)
+        schema_editor.execute(statement, params=None)
 
 
 def add_search_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _run(FORWARD, schema_editor)
+    if schema_editor.connection.vendor == "mysql":
+        _fill_mysql(schema_editor)
+        schema_editor.execute(MYSQL_INDEX)
 
 
 def drop_search_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
