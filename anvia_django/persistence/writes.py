@@ -32,9 +32,8 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
-from .dialects import AppendRequest, dialect_for
+from .dialects import AppendRequest, NewMessages, dialect_for
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
-from .messages import insert_messages
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope
@@ -116,18 +115,19 @@ def _append_under_lock(
     """
     count = len(append.encoded)
     conversation = _lock(alias, context, append.now, reserve=count)
-    written = insert_messages(
-        alias,
-        conversation_id=conversation.id,
-        first_position=conversation.first_position,
-        run_id=append.run_id,
-        turn=append.turn,
-        roles=append.roles,
-        encoded=append.encoded,
-        now=conversation.updated_at,
-        unless_retry_of=append.encoded if conversation.could_hold(count) else None,
+    rows = NewMessages(
+        conversation.id,
+        conversation.first_position,
+        append.run_id,
+        append.turn,
+        append.roles,
+        append.encoded,
+        conversation.updated_at,
     )
-    if not written:
+    # The retry check compares the text of the run and turn's last messages
+    # (see Dialect.insert_messages); False: a retry, roll back.
+    retry_of = append.encoded if conversation.could_hold(count) else None
+    if not dialect_for(alias).insert_messages(alias, rows, unless_retry_of=retry_of):
         raise _AlreadyStored
     return conversation
 

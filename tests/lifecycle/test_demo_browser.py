@@ -18,8 +18,8 @@ import pytest
 from django.test.utils import modify_settings, override_settings
 
 from anvia_django.models import Conversation
-from tests.test_admin_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.test_admin_browser import pytestmark as browser_marks
+from tests.browser_support import BROWSER_MARKS as browser_marks
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = browser_marks
 
