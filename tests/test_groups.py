@@ -104,7 +104,7 @@ def test_appends_of_a_failed_group_run_again_alone() -> None:
     failing = DatabaseError("the group failed")
     # PostgreSQL's group is one statement; SQLite's shares a transaction.
     statement = mock.patch.object(dialects.PostgreSQLDialect, "append_group", side_effect=failing)
-    transaction = mock.patch("anvia_django.persistence.groups._in_savepoint", side_effect=failing)
+    transaction = mock.patch("django.db.transaction.get_rollback", return_value=True)
     with statement, transaction:
         errors = asyncio.run(
             _as_one_group(

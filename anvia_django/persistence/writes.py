@@ -32,7 +32,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
-from .dialects import AppendRequest, NewMessages, dialect_for
+from .dialects import AppendRequest, dialect_for
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
@@ -44,11 +44,16 @@ class _AlreadyStored(Exception):
 
 
 @retry_if_connection_lost
-def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> None:
+def append_messages(
+    input: MemoryAppendInput, *, using: str | None = None, savepoint: bool = True
+) -> None:
     """Append messages to a session's transcript, creating it on first use.
 
     A retried append (same ``run_id``, ``turn`` and messages as the ones
-    stored last for that run and turn) writes nothing.
+    stored last for that run and turn) writes nothing. ``savepoint=False``
+    inside the caller's transaction: an append that fails, or finds a retry,
+    dooms that transaction instead of rolling back alone (a group commit
+    then runs each of its appends alone, see :mod:`.groups`).
     """
     append = validated_append(input)
     if append is None:
@@ -56,7 +61,7 @@ def append_messages(input: MemoryAppendInput, *, using: str | None = None) -> No
     alias = write_alias(using)
     conversation = dialect_for(alias).append_in_one_statement(alias, append)
     if conversation is None:
-        _append_in_steps(alias, input, append)
+        _append_in_steps(alias, input, append, savepoint)
     else:
         send_after_commit(
             signals.messages_appended, using=alias, **appended_signal(input, conversation)
@@ -94,9 +99,11 @@ def appended_signal(input: MemoryAppendInput, conversation: LockedConversation) 
     }
 
 
-def _append_in_steps(alias: str, input: MemoryAppendInput, append: AppendRequest) -> None:
+def _append_in_steps(
+    alias: str, input: MemoryAppendInput, append: AppendRequest, savepoint: bool
+) -> None:
     try:
-        with transaction.atomic(using=alias):
+        with transaction.atomic(using=alias, savepoint=savepoint):
             conversation = _append_under_lock(alias, input.context, append)
     except _AlreadyStored:
         return
@@ -108,26 +115,11 @@ def _append_in_steps(alias: str, input: MemoryAppendInput, append: AppendRequest
 def _append_under_lock(
     alias: str, context: MemoryContext, append: AppendRequest
 ) -> LockedConversation:
-    """The append in steps: lock (and reserve), check scope and retry, insert.
-
-    Must run inside ``transaction.atomic``; raises ``_AlreadyStored`` to roll
-    back the reservation of a retry.
-    """
-    count = len(append.encoded)
-    conversation = _lock(alias, context, append.now, reserve=count)
-    rows = NewMessages(
-        conversation.id,
-        conversation.first_position,
-        append.run_id,
-        append.turn,
-        append.roles,
-        append.encoded,
-        conversation.updated_at,
-    )
-    # The retry check compares the text of the run and turn's last messages
-    # (see Dialect.insert_messages); False: a retry, roll back.
-    retry_of = append.encoded if conversation.could_hold(count) else None
-    if not dialect_for(alias).insert_messages(alias, rows, unless_retry_of=retry_of):
+    """The append in steps (see :meth:`Dialect.append_under_lock`). Must run
+    inside ``transaction.atomic``; raises ``_AlreadyStored`` to roll back
+    the reservation of a retry."""
+    conversation = dialect_for(alias).append_under_lock(alias, append)
+    if conversation is None:
         raise _AlreadyStored
     return conversation
 

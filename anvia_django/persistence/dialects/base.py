@@ -16,6 +16,7 @@ from django.db.models.functions import Cast
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.persistence.scope import check_scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,37 @@ class Dialect:
         ``None`` means nothing was written and the caller must take the row
         lock and append in steps."""
         return None
+
+    def append_under_lock(self, using: str, append: AppendRequest) -> LockedConversation | None:
+        """The append in steps, inside the caller's ``transaction.atomic``:
+        create or lock the conversation and reserve positions, check the
+        scope (raising ``ConversationScopeError``), check for a retry,
+        insert. ``None``: a retry, nothing to write; the caller must roll
+        back (the positions were reserved)."""
+        count = len(append.encoded)
+        conversation = self.lock_conversation(
+            using,
+            session_id=append.session_id,
+            user_id=append.user_id,
+            metadata=append.metadata,
+            now=append.now,
+            reserve=count,
+        )
+        # A new row takes the caller's user: a mismatch is an existing row.
+        check_scope(conversation.user_id, append.user_id)
+        rows = NewMessages(
+            conversation.id,
+            conversation.first_position,
+            append.run_id,
+            append.turn,
+            append.roles,
+            append.encoded,
+            conversation.updated_at,
+        )
+        retry_of = append.encoded if conversation.could_hold(count) else None
+        if not self.insert_messages(using, rows, unless_retry_of=retry_of):
+            return None
+        return conversation
 
     def appends_in_one_statement(self, using: str) -> bool:
         """Whether :meth:`append_group` can run a group of appends on ``using``."""
