@@ -38,6 +38,8 @@ from .persistence import (
     rewind_conversation,
     write_summary,
 )
+from .persistence.databases import write_alias
+from .persistence.dialects import dialect_for
 from .persistence.groups import appends_together
 from .persistence.threads import close_db_threads, run_in_db_thread
 
@@ -87,7 +89,9 @@ class DjangoMemoryStore:
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
-        await run_in_db_thread(append_messages, input, using=self.using, together=appends_together)
+        alias = write_alias(self.using)
+        together = appends_together if dialect_for(alias).groups_appends(alias) else None
+        await run_in_db_thread(append_messages, input, using=alias, together=together)
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using)

@@ -24,6 +24,14 @@ R = TypeVar("R")
 MOST_CALLS_PER_GROUP = 32
 """Bounds how long one group's transaction holds its locks (see :mod:`.groups`)."""
 
+GROUPS_AT_ONCE = 1
+"""Groups of one kind (one alias's appends) running at once. While one
+runs, later ones wait for it instead of taking another idle thread, so they
+gather into the next group: on PostgreSQL with 8 threads, 16 tasks
+appending went from 1.85x to 1.04-1.07x the raw driver, 8 writers on one
+session from 1.25x to 0.70x (benchmarks/analysis.md). Other calls (loads,
+the inspector) still take any idle thread."""
+
 Member = tuple[contextvars.Context, Callable[[], Any], tuple[Any, ...]]
 """A call of a group: its caller's context, the call alone, its arguments."""
 Outcome = tuple[bool, Any]
@@ -77,7 +85,10 @@ class DatabaseThreadPool:
         self._idle: list[_Inbox] = []
         """The inboxes of idle threads, the most recently idle last."""
         self._backlog: collections.deque[_Job] = collections.deque()
-        """Calls waiting for a thread: all ``size`` are busy."""
+        """Calls waiting for a thread: all ``size`` are busy, or (a group's)
+        :data:`GROUPS_AT_ONCE` of its kind are running."""
+        self._running: collections.Counter[tuple[str, Together]] = collections.Counter()
+        """Groups (or lone calls that could have grouped) running, by kind."""
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -95,11 +106,13 @@ class DatabaseThreadPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"the store's database threads {self.name!r} are closed")
-            if self._idle:
-                self._idle.pop().put(job)
+            if not self._may_start(job):
+                self._backlog.append(job)
+            elif self._idle:
+                self._hand(job, self._idle.pop())
             elif len(self._threads) < self.size:
                 inbox: _Inbox = queue.SimpleQueue()
-                inbox.put(job)
+                self._hand(job, inbox)
                 thread = threading.Thread(
                     target=self._work,
                     args=(inbox,),
@@ -111,6 +124,15 @@ class DatabaseThreadPool:
             else:
                 self._backlog.append(job)
         return future
+
+    def _may_start(self, job: _Job) -> bool:
+        return job.group is None or self._running[job.group] < GROUPS_AT_ONCE
+
+    def _hand(self, job: _Job, inbox: _Inbox) -> None:
+        """Give ``job`` to the thread of ``inbox`` (the lock held)."""
+        if job.group is not None:
+            self._running[job.group] += 1
+        inbox.put(job)
 
     def close(self, timeout: float | None = 30) -> None:
         """Finish the queued jobs, close each thread's connections, stop the threads."""
@@ -149,7 +171,7 @@ class DatabaseThreadPool:
             if each.future.set_running_or_notify_cancel()
         ]
         if not jobs:
-            self._next_job(inbox)
+            self._next_job(inbox, finished=job)
             return True
         if len(jobs) == 1:
             only = jobs[0]
@@ -164,7 +186,7 @@ class DatabaseThreadPool:
             outcomes = value if ok else [(False, value)] * len(jobs)
         # Idle before the callers hear back: a caller's next call, submitted
         # as soon as it does, then finds this thread and its connection.
-        self._next_job(inbox)
+        self._next_job(inbox, finished=job)
         for each, (ok, value) in zip(jobs, outcomes, strict=True):
             if ok:
                 each.future.set_result(value)
@@ -186,15 +208,26 @@ class DatabaseThreadPool:
                 )
         return joining
 
-    def _next_job(self, inbox: _Inbox) -> None:
-        """Give this thread a waiting job, else stop it when closed, else mark it idle."""
+    def _next_job(self, inbox: _Inbox, finished: _Job) -> None:
+        """After ``finished``: give this thread a waiting job it may start,
+        else stop it when closed, else mark it idle; and start the waiting
+        jobs that ``finished`` held back on idle threads."""
         with self._lock:
-            if self._backlog:
-                inbox.put(self._backlog.popleft())
-            elif self._closed:
-                inbox.put(None)
+            if finished.group is not None:
+                self._running[finished.group] -= 1
+            idle = [inbox, *reversed(self._idle)]
+            self._idle.clear()
+            for job in list(self._backlog):
+                if not idle:
+                    break
+                if self._may_start(job):
+                    self._backlog.remove(job)
+                    self._hand(job, idle.pop(0))
+            if self._closed and not self._backlog:
+                for left in idle:
+                    left.put(None)
             else:
-                self._idle.append(inbox)
+                self._idle.extend(reversed(idle))  # this thread the most recently idle
 
 
 def _outcome(context: contextvars.Context, call: Callable[[], Any]) -> tuple[bool, Any]:
