@@ -104,8 +104,8 @@ def render(
     lines += ["", "## Targets missed in this run", ""]
     lines += misses or ["None."]
     lines += notes(results)
-    if ANALYSIS.exists():
-        lines += ["", ANALYSIS.read_text().strip()]
+    # Results only: what was measured on the way to a change is analysis.md's.
+    lines += ["", f"Experiments and before/after pairs: `benchmarks/{ANALYSIS.name}`."]
     for result in results:
         if not result["plans"]:
             continue
