@@ -10,6 +10,8 @@ on Django's connection for that thread, through its cursor wrappers.
 
 from __future__ import annotations
 
+from django.db import connections
+
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.entries import HistoryEntry
@@ -39,8 +41,7 @@ from .persistence import (
     write_summary,
 )
 from .persistence.databases import write_alias
-from .persistence.dialects import dialect_for
-from .persistence.groups import appends_together
+from .persistence.groups import appends_together, groups_appends
 from .persistence.threads import close_db_threads, run_in_db_thread
 
 __all__ = ["DjangoMemoryInspector", "DjangoMemoryStore", "close_db_threads"]
@@ -90,7 +91,7 @@ class DjangoMemoryStore:
 
     async def append(self, input: MemoryAppendInput) -> None:
         alias = write_alias(self.using)
-        together = appends_together if dialect_for(alias).groups_appends(alias) else None
+        together = appends_together if groups_appends(connections[alias]) else None
         await run_in_db_thread(append_messages, input, using=alias, together=together)
 
     async def clear(self, context: MemoryContext) -> None:

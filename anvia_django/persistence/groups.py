@@ -32,6 +32,7 @@ from functools import partial
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from anvia_django import signals
 from anvia_django.core.memory.types import MemoryAppendInput
@@ -40,6 +41,17 @@ from .dialects import AppendRequest, dialect_for
 from .notify import send_after_commit
 from .pool import Member, Outcome
 from .writes import append_messages, appended_signal, validated_append
+
+
+def groups_appends(connection: BaseDatabaseWrapper) -> bool:
+    """Whether appends to ``connection``'s database run in groups: where it
+    pays (PostgreSQL: one statement a group; SQLite: one commit a group).
+    On another server each append in a shared transaction still costs its
+    round trips, and waits for the others instead of running beside them
+    (MariaDB, 16 tasks appending: 1.95x the raw driver alone, 2.80x
+    grouped). The vendor alone decides: safe to ask in the event loop, where
+    MySQL's features would open a connection."""
+    return connection.vendor in ("postgresql", "sqlite")
 
 
 def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:

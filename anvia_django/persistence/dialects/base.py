@@ -148,15 +148,6 @@ class Dialect:
             return None
         return conversation
 
-    def groups_appends(self, using: str) -> bool:
-        """Whether appends queued at the same moment should run together
-        (:mod:`anvia_django.persistence.groups`): where it saves commits on a
-        database that runs one writer at a time (SQLite). On a server each
-        append in a shared transaction still costs its round trips, and runs
-        after the others instead of beside them on another connection
-        (MariaDB: 16 tasks appending, 1.95x the raw driver alone, 2.80x grouped)."""
-        return connections[using].vendor == "sqlite"
-
     def appends_in_one_statement(self, using: str) -> bool:
         """Whether :meth:`append_group` can run a group of appends on ``using``."""
         return False

@@ -109,9 +109,6 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
             return None
         return None if row is None else _locked(connection, row, len(append.encoded))
 
-    def groups_appends(self, using: str) -> bool:
-        return True  # one statement a group: one round trip for many appends
-
     def appends_in_one_statement(self, using: str) -> bool:
         return using not in _without_append_function
 
