@@ -74,7 +74,9 @@ def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
     # Sessions locked in one order by every group: two groups never deadlock.
     requests.sort(key=lambda item: item[1].session_id)
     try:
-        written = dialect.append_group(alias, [request for _, request in requests])
+        written = (
+            dialect.append_group(alias, [request for _, request in requests]) if requests else []
+        )
     except DatabaseError:
         written = [None] * len(requests)  # nothing was written: each alone
     for (index, _), conversation in zip(requests, written, strict=True):
