@@ -144,5 +144,12 @@ class MatchesText(Lookup):
     prepare_rhs = False
 
     def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> tuple[str, Any]:
-        table = compiler.quote_name_unless_alias(self.lhs.alias)
-        return condition(connection, table, self.rhs)
+        return condition(connection, _quoted_alias(compiler, self.lhs.alias), self.rhs)
+
+
+def _quoted_alias(compiler: SQLCompiler, alias: str) -> str:
+    """The table alias as the compiler writes it. Django 6.1 renamed
+    ``quote_name_unless_alias`` to ``quote_name`` (the old name warns)."""
+    quote = getattr(compiler, "quote_name", None) or compiler.quote_name_unless_alias
+    quoted: str = quote(alias)
+    return quoted
