@@ -9,10 +9,13 @@ Ids compare exactly and 4-byte characters round-trip on every backend.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.apps import apps
-from django.db import connection
+from django.db import IntegrityError, connection
+from django.db.models import QuerySet
 from django.test import override_settings
 from django.utils import timezone
 
@@ -86,6 +89,48 @@ def test_the_generic_dialect_survives_racing_writers(generic: None) -> None:
     if connection.vendor == "mysql":
         pytest.skip("InnoDB keeps a failed INSERT's shared lock: the generic path deadlocks")
     test_concurrency.test_writers_racing_to_create_each_new_session(processes=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generic_first_append_outlives_a_clear_between_its_create_and_lock(
+    generic: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another writer creates the row (our INSERT fails on the unique key) and a
+    # clear deletes it before we lock it: the append must look again, not
+    # fail with DoesNotExist. CI met this once in the clear-against-appends test.
+    create = QuerySet.create
+    lost_races: list[bool] = []
+
+    def lose_the_first_race(self: QuerySet[Any], **kwargs: Any) -> Any:
+        if self.model is Conversation and not lost_races:
+            lost_races.append(True)
+            raise IntegrityError("the other writer's row, since cleared")
+        return create(self, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "create", lose_the_first_race)
+    store = DjangoMemoryStore()
+    context = MemoryContext(session_id="raced")
+    async_to_sync(store.append)(append_input(context.session_id, [user("hello")]))
+    assert lost_races == [True]
+    assert async_to_sync(store.load)(context) == [user("hello")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generic_create_that_keeps_failing_raises_the_database_error(
+    generic: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create = QuerySet.create
+
+    def always_fail(self: QuerySet[Any], **kwargs: Any) -> Any:
+        if self.model is Conversation:
+            raise IntegrityError("not the race: a constraint the row breaks")
+        return create(self, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "create", always_fail)
+    context = MemoryContext(session_id="refused")
+    with pytest.raises(IntegrityError, match="not the race"):
+        async_to_sync(DjangoMemoryStore().append)(append_input(context.session_id, [user("hello")]))
+    assert not Conversation.objects.filter(session_id="refused").exists()
 
 
 @pytest.mark.server

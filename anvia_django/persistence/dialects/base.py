@@ -64,6 +64,11 @@ class AppendRequest:
     now: datetime
 
 
+# How often a first append looks for its conversation and tries to create it
+# when other writers create it and clears delete it in between.
+CREATE_ATTEMPTS = 5
+
+
 class Dialect:
     """Any database Django supports: the ORM, with ``select_for_update``.
 
@@ -83,8 +88,10 @@ class Dialect:
         reserve: int,
     ) -> LockedConversation:
         conversations = Conversation.objects.using(using)
-        row = conversations.select_for_update().filter(session_id=session_id).first()
-        if row is None:
+        for attempt in range(CREATE_ATTEMPTS):
+            row = conversations.select_for_update().filter(session_id=session_id).first()
+            if row is not None:
+                break
             try:
                 with transaction.atomic(using=using):
                     row = conversations.create(
@@ -95,9 +102,15 @@ class Dialect:
                         updated_at=now,
                         message_count=0,
                     )
+                break
             except IntegrityError:
-                # Another writer created it first; its commit released the row.
-                row = conversations.select_for_update().get(session_id=session_id)
+                # Another writer created it first and its commit released the
+                # row, which a clear may delete again before we lock it: look
+                # again, a bounded number of times (an IntegrityError that is
+                # not this race must still reach the caller).
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+        assert row is not None
         updated_at = max(now, row.updated_at)
         changes: dict[str, object] = {
             "updated_at": updated_at,
