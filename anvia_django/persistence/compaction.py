@@ -34,10 +34,12 @@ from .inspection import validate_limit
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
 from .reads import load_messages
+from .reconnect import retry_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope
 
 
+@retry_if_connection_lost
 def load_through_summary(
     context: MemoryContext, *, using: str | None = None, limit: int | None = None
 ) -> list[Message]:
@@ -84,6 +86,7 @@ def load_compacted(
     return window_after_summary(summary, tail, limit)
 
 
+@retry_if_connection_lost
 def plan_compaction(
     context: MemoryContext,
     *,
@@ -139,6 +142,7 @@ def plan_compaction(
     )
 
 
+@retry_if_connection_lost(idempotent=False)
 def write_summary(plan: CompactionPlan, text: str, *, using: str | None = None) -> bool:
     """Keep ``text`` as the summary ``plan`` describes; ``False`` (and
     nothing written) when the conversation changed since it was planned."""

@@ -33,6 +33,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .dialects import AppendRequest, dialect_for
+from .failed_runs import bounded_failed_run
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
@@ -124,6 +125,7 @@ def _append_under_lock(
     return conversation
 
 
+@retry_if_connection_lost(idempotent=False)
 def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Message | None:
     """Remove the session's newest message and return it; ``None`` if there is none.
 
@@ -188,7 +190,7 @@ def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> N
     """Keep a failed run's error and partial messages, outside the transcript."""
     encoded = validate_error_input(input, app_settings.input_limits)
     alias = write_alias(using)
-    error = describe_error(input.error)
+    error, encoded = bounded_failed_run(alias, describe_error(input.error), encoded)
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, now, reserve=0)

@@ -18,9 +18,7 @@ def _count_conflicts() -> list[int]:
     from anvia_django.persistence import reconnect
 
     counted = [0]
-    pause = getattr(reconnect, "conflict_pause", None)
-    if pause is None:  # a store without the retry (to measure what it buys)
-        return counted
+    pause = reconnect.conflict_pause
 
     def counting(attempt: int) -> float:
         counted[0] += 1
