@@ -25,7 +25,9 @@ PostgreSQL 40P01 and 40001). The database rolled the transaction back (a
 lock wait timeout rolls back the statement, and ``atomic`` the rest), so
 nothing of it was written and running it again is safe, whatever the call.
 It runs again after a short random pause, at most :data:`CONFLICT_ATTEMPTS`
-times in all; the last attempt's error reaches the caller unchanged.
+times in all (a lock wait timeout, which waited long already, at most
+:data:`LOCK_WAIT_ATTEMPTS`); the last attempt's error reaches the caller
+unchanged.
 On MariaDB ``clear`` beside appends meets this (see docs/production.md).
 
 Inside the caller's own transaction nothing is retried: the transaction
@@ -51,27 +53,37 @@ T = TypeVar("T")
 CONFLICT_ATTEMPTS = 6
 """How often a call that meets a deadlock or serialization failure runs in all."""
 
+LOCK_WAIT_ATTEMPTS = 2
+"""How often a call whose lock wait timed out (MySQL/MariaDB 1205) runs in
+all: each attempt may wait ``innodb_lock_wait_timeout`` (50 s by default)."""
+
 CONFLICT_PAUSE = 0.02
 """Seconds: the first pause after a conflict is random in ``[0, 2 * CONFLICT_PAUSE)``,
 each next one up to twice as long (full jitter), so at most about 1.3 s in all."""
 
-_MYSQL_CONFLICTS = frozenset({1213, 1205})  # deadlock; lock wait timeout
+_MYSQL_DEADLOCK = 1213
+_MYSQL_LOCK_WAIT_TIMEOUT = 1205
 _POSTGRESQL_CONFLICTS = frozenset({"40P01", "40001"})  # deadlock; serialization failure
 
 
-def is_conflict(error: BaseException) -> bool:
-    """Whether ``error`` is a deadlock or serialization failure, after which
-    the database has rolled the transaction back."""
+def conflict_attempts(error: BaseException) -> int:
+    """How often in all a call that failed with ``error`` may run: more than
+    one for a deadlock, a serialization failure or a lock wait timeout, after
+    which the database has rolled the transaction (or the statement, and
+    ``atomic`` the rest) back; else 1."""
     for candidate in (error, error.__cause__):
         if candidate is None:
             continue
         code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
         if code in _POSTGRESQL_CONFLICTS:
-            return True
+            return CONFLICT_ATTEMPTS
         args = getattr(candidate, "args", ())
-        if args and isinstance(args[0], int) and args[0] in _MYSQL_CONFLICTS:
-            return True
-    return False
+        if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+            if args[0] == _MYSQL_DEADLOCK:
+                return CONFLICT_ATTEMPTS
+            if args[0] == _MYSQL_LOCK_WAIT_TIMEOUT:
+                return LOCK_WAIT_ATTEMPTS
+    return 1
 
 
 def conflict_pause(attempt: int) -> float:
@@ -130,7 +142,7 @@ def _retrying(function: Callable[P, T], idempotent: bool) -> Callable[P, T]:
                 with connection.execute_wrapper(answered):
                     return function(*args, **kwargs)
             except DatabaseError as error:
-                if is_conflict(error) and conflicts < CONFLICT_ATTEMPTS - 1:
+                if conflicts < conflict_attempts(error) - 1:
                     conflicts += 1
                     time.sleep(conflict_pause(conflicts))
                     continue
