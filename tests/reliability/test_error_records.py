@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.contrib.auth.models import User
@@ -51,12 +51,16 @@ class Unprintable:
         raise RuntimeError("no repr")
 
 
-class RaisingNotes(Exception):
-    """Formatting its traceback raises: the notes cannot be read."""
-
-    @property
-    def __notes__(self) -> list[str]:
+class UnreadableNotes(list[str]):
+    def __iter__(self) -> Iterator[str]:
         raise RuntimeError("no notes")
+
+
+def unformattable_traceback() -> BaseException:
+    """An exception whose traceback cannot be formatted: its notes cannot be read."""
+    error = ValueError("notes")
+    error.__notes__ = UnreadableNotes(["a note"])
+    return error
 
 
 def cyclic_cause() -> BaseException:
@@ -75,7 +79,7 @@ UNPRINTABLE: dict[str, Callable[[], BaseException]] = {
     "raising __str__": RaisingStr,
     "raising __repr__": RaisingRepr,
     "an argument whose repr raises": lambda: ValueError(Unprintable()),
-    "unformattable traceback": lambda: RaisingNotes("notes"),
+    "unformattable traceback": unformattable_traceback,
     "cyclic cause": cyclic_cause,
     "cyclic context": cyclic_context,
 }
