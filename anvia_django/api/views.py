@@ -108,9 +108,7 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         if q is None:
             page = list_conversation_page(limit, scope.user_id, after=after, metadata=metadata)
         else:
-            page = search_conversation_page(
-                q, limit, scope.user_id, after=after, metadata=metadata
-            )
+            page = search_conversation_page(q, limit, scope.user_id, after=after, metadata=metadata)
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))
