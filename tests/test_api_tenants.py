@@ -80,7 +80,7 @@ def test_values_match_exactly_and_only_as_strings(staff: APIClient) -> None:
     make_tenant_conversations(1, tenant="ACME", prefix="upper")
     make_tenant_conversations(1, tenant="acme ", prefix="spaced")
     make_tenant_conversations(1, tenant="5", prefix="text")
-    make_conversations(1, prefix="number")[0]  # metadata {"index": 0}: no tenant at all
+    make_conversations(1, prefix="number")  # metadata {"index": 0}: no tenant at all
     numbered = make_conversations(1, prefix="numeric")
     numbered[0].metadata = {"tenant_id": 5, "org": {"id": 5}}
     numbered[0].save()
