@@ -52,7 +52,15 @@ class MetadataString(Func):
         # '$."org"."id"': each key quoted, so dots and quotes in names are safe.
         return "$" + "".join(f".{json.dumps(key)}" for key in self.keys)
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_sql(
+        self,
+        compiler: Any,
+        connection: Any,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no SQL for {connection.vendor}")
 
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
