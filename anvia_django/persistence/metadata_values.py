@@ -13,7 +13,8 @@ configured key), so a filter on one reads the rows its other conditions
 select, newest first, until the page is full: a listing filtered by a
 tenant walks the ``updated_at`` index (or the user's, with ``userId``) and
 checks each row's metadata. A page of a tenant that holds a fraction f of
-the conversations reads about ``limit / f`` rows.
+the conversations reads about ``limit / f`` rows; the planner may prefer a
+scan and a sort (PostgreSQL at 10,000 rows: all of them, 13 ms).
 """
 
 from __future__ import annotations
