@@ -65,6 +65,7 @@ GENERIC_DIALECT_TESTS = [
     "tests/test_store_conformance.py",
     "tests/test_retried_append.py",
     "tests/test_concurrency.py",
+    "tests/test_scope_concurrency.py",
     "tests/reliability/test_faults.py",
     "tests/test_one_engine.py",
 ]

@@ -11,6 +11,7 @@ from django.core import checks
 from django.db import connections, router
 
 from .conf import DEFAULTS, REMOVED, SETTINGS_NAME
+from .core.memory.scope import parse_scope
 
 
 def register() -> None:
@@ -86,6 +87,16 @@ def check_settings(
         messages.append(
             checks.Error(
                 "STORE_THREADS must be a positive integer or None.", id="anvia_django.E006"
+            )
+        )
+    try:
+        parse_scope(values["SCOPE"])
+    except ValueError as error:
+        messages.append(
+            checks.Error(
+                f"SCOPE: {error}.",
+                hint='For example {"user_id": True, "metadata_keys": ["tenant_id"]}.',
+                id="anvia_django.E007",
             )
         )
     return messages

@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
+from .core.memory.scope import ConversationScope, parse_scope
 from .core.memory.validation import InputLimits
 
 SETTINGS_NAME = "ANVIA_DJANGO"
@@ -46,6 +48,11 @@ DEFAULTS: dict[str, Any] = {
     # async code with no request or async_to_sync caller around it; None sends
     # them all to asgiref's one shared thread. See anvia_django/persistence/threads.py.
     "STORE_THREADS": 8,
+    # What tells conversations apart besides the session id: the user id and
+    # the named metadata keys (dotted paths to string values), or a dotted
+    # path to a function of the context returning a stable string. See
+    # anvia_django/core/memory/scope.py and docs/scopes.md.
+    "SCOPE": {"user_id": True, "metadata_keys": []},
 }
 
 REMOVED = {
@@ -60,6 +67,7 @@ ID_MAX_LENGTH = 255
 class AppSettings:
     def __init__(self) -> None:
         self._configured: dict[str, Any] | None = None
+        self._scope: ConversationScope | None = None
 
     def _get(self, name: str) -> Any:
         configured = self._configured
@@ -70,6 +78,7 @@ class AppSettings:
     def reload(self) -> None:
         """Read ``settings.ANVIA_DJANGO`` again at the next access."""
         self._configured = None
+        self._scope = None
 
     @property
     def INSPECTOR_PERMISSION_CLASSES(self) -> list[Any]:
@@ -126,6 +135,17 @@ class AppSettings:
     def STORE_THREADS(self) -> int | None:
         value = self._get("STORE_THREADS")
         return None if value is None else int(value)
+
+    @property
+    def scope(self) -> ConversationScope:
+        """``SCOPE`` parsed (a function imported) once per settings change;
+        raises ``ImproperlyConfigured`` naming what is wrong."""
+        if self._scope is None:
+            try:
+                self._scope = parse_scope(self._get("SCOPE"))
+            except ValueError as error:
+                raise ImproperlyConfigured(f"{SETTINGS_NAME}['SCOPE']: {error}") from error
+        return self._scope
 
     @property
     def input_limits(self) -> InputLimits:

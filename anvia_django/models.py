@@ -11,6 +11,7 @@ import secrets
 from django.db import models
 
 from .conf import ID_MAX_LENGTH
+from .core.memory.scope import SCOPE_KEY_MAX_LENGTH
 from .fields import ExactJSONField, ExactTextField, IdentifierField
 
 REF_LENGTH = 22
@@ -28,6 +29,9 @@ class Conversation(models.Model):
     # queries nothing runs, which every insert would have to maintain.
     ref = IdentifierField(max_length=32, default=new_ref, editable=False)
     session_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    # What tells conversations with one session id apart (ANVIA_DJANGO["SCOPE"]):
+    # by default the user id, "" for none. See anvia_django/core/memory/scope.py.
+    scope_key = IdentifierField(max_length=SCOPE_KEY_MAX_LENGTH, default="", blank=True)
     # NULL, not "", for "no owner": "" would be a user id like any other.
     user_id = IdentifierField(max_length=ID_MAX_LENGTH, null=True, blank=True)
     metadata = ExactJSONField(null=True, blank=True)
@@ -65,7 +69,9 @@ class Conversation(models.Model):
     class Meta:
         verbose_name = "conversation"
         constraints = [
-            models.UniqueConstraint(fields=["session_id"], name="anvia_conv_session_uniq"),
+            models.UniqueConstraint(
+                fields=["session_id", "scope_key"], name="anvia_conv_scope_uniq"
+            ),
             models.UniqueConstraint(fields=["ref"], name="anvia_conv_ref_uniq"),
         ]
         indexes = [

@@ -10,12 +10,16 @@ on Django's connection for that thread, through its cursor wrappers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.db import connections
 
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.entries import HistoryEntry
 from .core.memory.runs import MemoryRunInput
+from .core.memory.scope import ConversationScope, parse_scope
 from .core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -69,53 +73,74 @@ class DjangoMemoryStore:
 
     ``using`` picks a database alias (``None`` follows the routers).
     ``load_limit`` makes :meth:`load` return only the newest messages, at most
-    that many, starting at the first message of a run.
+    that many, starting at the first message of a run. ``scope`` says what
+    tells conversations apart besides the session id, in any form
+    ``ANVIA_DJANGO["SCOPE"]`` takes (``None``: that setting).
     """
 
-    def __init__(self, using: str | None = None, *, load_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        using: str | None = None,
+        *,
+        load_limit: int | None = None,
+        scope: ConversationScope | Mapping[str, Any] | str | None = None,
+    ) -> None:
         if load_limit is not None and (
             isinstance(load_limit, bool) or not isinstance(load_limit, int) or load_limit < 1
         ):
             raise ValueError(f"load_limit must be a positive integer or None, not {load_limit!r}")
+        try:
+            # A store's own scope is checked now; None reads the setting at each call.
+            self.scope = None if scope is None else parse_scope(scope)
+        except ValueError as error:
+            raise ValueError(f"scope: {error}") from None
         self.using = using
         self.load_limit = load_limit
         self.inspector = DjangoMemoryInspector(using=using)
 
     def __repr__(self) -> str:
-        return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r})"
+        scope = "" if self.scope is None else f", scope={self.scope.describe()!r}"
+        return f"DjangoMemoryStore(using={self.using!r}, load_limit={self.load_limit!r}{scope})"
 
     async def load(self, context: MemoryContext) -> list[Message]:
         return await run_in_db_thread(
-            load_messages, context, using=self.using, limit=self.load_limit
+            load_messages, context, using=self.using, limit=self.load_limit, scope=self.scope
         )
 
     async def append(self, input: MemoryAppendInput) -> None:
         alias = write_alias(self.using)
         together = appends_together if groups_appends(connections[alias]) else None
-        await run_in_db_thread(append_messages, input, using=alias, together=together)
+        # The scope positional: a group reads each append's own (see .persistence.groups).
+        await run_in_db_thread(append_messages, input, self.scope, using=alias, together=together)
 
     async def clear(self, context: MemoryContext) -> None:
-        await run_in_db_thread(clear_conversation, context, using=self.using)
+        await run_in_db_thread(clear_conversation, context, using=self.using, scope=self.scope)
 
     async def record_error(self, input: MemoryErrorInput) -> None:
-        await run_in_db_thread(record_failed_run, input, using=self.using)
+        await run_in_db_thread(record_failed_run, input, using=self.using, scope=self.scope)
 
     async def record_run(self, input: MemoryRunInput) -> None:
-        await run_in_db_thread(record_run, input, using=self.using)
+        await run_in_db_thread(record_run, input, using=self.using, scope=self.scope)
 
     async def rewind(self, context: MemoryContext, to_position: int) -> int:
         """Remove the session's messages from ``to_position`` on; return how many."""
-        return await run_in_db_thread(rewind_conversation, context, to_position, using=self.using)
+        return await run_in_db_thread(
+            rewind_conversation, context, to_position, using=self.using, scope=self.scope
+        )
 
     async def fork(self, input: MemoryForkInput) -> MemoryConversationSummary:
         """A new conversation from the first ``input.position`` messages of another."""
-        return await run_in_db_thread(fork_conversation, input, using=self.using)
+        return await run_in_db_thread(fork_conversation, input, using=self.using, scope=self.scope)
 
     async def load_compacted(self, context: MemoryContext) -> list[Message]:
         """What an agent with compaction loads: the newest summary, then the
         messages after the range it covers (:meth:`load` when there is none)."""
         return await run_in_db_thread(
-            load_through_summary, context, using=self.using, limit=self.load_limit
+            load_through_summary,
+            context,
+            using=self.using,
+            limit=self.load_limit,
+            scope=self.scope,
         )
 
     async def load_entries(
@@ -124,7 +149,12 @@ class DjangoMemoryStore:
         """What :meth:`load` (``compacted``: :meth:`load_compacted`) returns,
         each message with its stored position; a summary has none."""
         return await run_in_db_thread(
-            load_entries, context, compacted=compacted, using=self.using, limit=self.load_limit
+            load_entries,
+            context,
+            compacted=compacted,
+            using=self.using,
+            limit=self.load_limit,
+            scope=self.scope,
         )
 
     async def compact(self, input: MemoryCompactionInput) -> int | None:
@@ -139,9 +169,12 @@ class DjangoMemoryStore:
                 keep_messages=input.keep_messages,
                 keep_tokens=input.keep_tokens,
                 using=self.using,
+                scope=self.scope,
             )
 
         async def write(planned: CompactionPlan, text: str) -> bool:
-            return await run_in_db_thread(write_summary, planned, text, using=self.using)
+            return await run_in_db_thread(
+                write_summary, planned, text, using=self.using, scope=self.scope
+            )
 
         return await compact_in_steps(input, plan, write)

@@ -6,8 +6,10 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from anvia_django import signals
+from anvia_django import conf, signals
 from anvia_django.persistence.threads import close_db_threads
+
+DEFAULT_SCOPE_SETTING = dict(conf.DEFAULTS["SCOPE"])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -21,6 +23,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"))
         if "server" in item.keywords and vendor == "sqlite":
             item.add_marker(pytest.mark.skip(reason="needs a database server, not SQLite"))
+
+
+OWNER_CHECKED_SCOPE = {"user_id": False, "metadata_keys": []}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _owner_checked_scope_unless_a_test_names_one() -> Iterator[None]:
+    """The suite's tests from before conversation scopes (issue 27) run as
+    they were written, under ``{"user_id": False}``: one conversation per
+    session id, whose owner is checked. A test of another scope names it
+    (``ANVIA_DJANGO["SCOPE"]`` or ``DjangoMemoryStore(scope=...)``): the
+    adapters' default in the conformance, scope, tenant, migration and
+    per-user LangChain tests; the ``default_scope`` fixture gives one test
+    the product default."""
+    original = conf.DEFAULTS["SCOPE"]
+    conf.DEFAULTS["SCOPE"] = OWNER_CHECKED_SCOPE
+    conf.app_settings.reload()
+    yield
+    conf.DEFAULTS["SCOPE"] = original
+    conf.app_settings.reload()
+
+
+@pytest.fixture
+def default_scope() -> Iterator[None]:
+    """The product's default scope (session id + user id) for one test."""
+    conf.DEFAULTS["SCOPE"] = DEFAULT_SCOPE_SETTING
+    conf.app_settings.reload()
+    yield
+    conf.DEFAULTS["SCOPE"] = OWNER_CHECKED_SCOPE
+    conf.app_settings.reload()
 
 
 @pytest.fixture(autouse=True)

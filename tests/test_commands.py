@@ -322,6 +322,25 @@ def test_clear_by_ref() -> None:
     assert not Conversation.objects.exists()
 
 
+@pytest.mark.usefixtures("default_scope")
+@pytest.mark.parametrize("action", ["clear", "show"])
+def test_a_session_id_of_several_scopes_is_refused_until_a_ref_is_given(action: str) -> None:
+    seed("shared", user_id="alice")
+    bob = append_input("shared", [user("bob's")], user_id="bob")
+    append_messages(bob)
+    before = snapshot()
+    with pytest.raises(CommandError, match="several conversations, one per scope") as refused:
+        memory(action, "--session", "shared", "--yes") if action == "clear" else memory(
+            action, "shared"
+        )
+    assert snapshot() == before
+    bobs = Conversation.objects.get(session_id="shared", user_id="bob")
+    assert bobs.ref in str(refused.value)
+    if action == "clear":
+        memory("clear", "--session", bobs.ref, "--yes")
+        assert list(Conversation.objects.values_list("user_id", flat=True)) == ["alice"]
+
+
 def test_clear_asks_and_a_no_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     seed("s-1", user_id="u1")
     before = snapshot()

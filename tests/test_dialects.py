@@ -324,7 +324,13 @@ def test_an_upsert_that_changes_nothing_still_finds_its_row(dialect: dialects.Di
     now = timezone.now()
     found = [
         dialect.lock_conversation(
-            "default", session_id="same", user_id="u", metadata=None, now=now, reserve=0
+            "default",
+            session_id="same",
+            scope_key="",
+            user_id="u",
+            metadata=None,
+            now=now,
+            reserve=0,
         )
         for _ in range(2)
     ]

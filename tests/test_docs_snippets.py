@@ -103,7 +103,7 @@ def _extra_routes(namespace: dict[str, Any]) -> list[str]:
     return paths
 
 
-@pytest.mark.usefixtures("offline_models")
+@pytest.mark.usefixtures("offline_models", "default_scope")  # docs describe the defaults
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("document", documents(), ids=lambda path: path.name)
 def test_every_python_block_runs_in_order(document: Path, tmp_path: Path) -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from anvia_django.checks import check_content_search
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.persistence import append_messages, load_messages, search_messages, text_match
 
-from .helpers import append_input, assistant, snapshot, user
+from .helpers import append_input, assistant, user
 
 
 def found(q: str) -> list[tuple[str, int]]:
@@ -27,14 +31,15 @@ def test_migration_indexes_existing_rows_and_goes_back_cleanly() -> None:
     append_messages(append_input("before", [user("stored before the index"), assistant("ok")]))
     call_command("migrate", "anvia_django", "0006", verbosity=0)
     try:
-        append_messages(append_input("between", [user("written while unindexed")]))
+        # Written as the code of 0006's time would: its models, not today's.
+        _append_at_0006("between", [user("written while unindexed")])
         # Deeper than MariaDB's JSON functions go (32): indexing it must not
         # fail the migration, nor an append after it.
-        append_messages(append_input("deep", [_deep_message("kept while unindexed")]))
-        unchanged = snapshot()
+        _append_at_0006("deep", [_deep_message("kept while unindexed")])
+        unchanged = _snapshot_at_0006()
     finally:
         call_command("migrate", "anvia_django", verbosity=0)
-    assert snapshot() == unchanged  # the index adds nothing the models see
+    assert _snapshot_at_0006() == unchanged  # the index adds nothing the models see
     assert found("unindexed") == [("between", 0)]
     assert found("stored") == [("before", 0)]
     append_messages(append_input("after", [user("stored after")]))
@@ -43,6 +48,41 @@ def test_migration_indexes_existing_rows_and_goes_back_cleanly() -> None:
     assert load_messages(MemoryContext("deep")) == [
         _deep_message("kept while unindexed"),
         _deep_message("appended after"),
+    ]
+
+
+def _models_at_0006() -> tuple[Any, Any]:
+    state = MigrationExecutor(connection).loader.project_state(
+        ("anvia_django", "0006_append_function_index_plans")
+    )
+    return state.apps.get_model("anvia_django", "Conversation"), state.apps.get_model(
+        "anvia_django", "MemoryMessage"
+    )
+
+
+def _append_at_0006(session_id: str, messages: list[dict[str, Any]]) -> None:
+    conversations, stored = _models_at_0006()
+    now = timezone.now()
+    conversation = conversations.objects.create(
+        session_id=session_id, created_at=now, updated_at=now, message_count=len(messages)
+    )
+    for position, message in enumerate(messages):
+        stored.objects.create(
+            conversation=conversation,
+            position=position,
+            run_id="run-1",
+            turn=1,
+            role=message["role"],
+            message=message,
+            created_at=now,
+        )
+
+
+def _snapshot_at_0006() -> list[tuple[Any, ...]]:
+    conversations, stored = _models_at_0006()
+    return [
+        *conversations.objects.order_by("pk").values_list("pk", "session_id", "message_count"),
+        *stored.objects.order_by("pk").values_list("pk", "position", "message"),
     ]
 
 

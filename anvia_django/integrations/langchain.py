@@ -32,11 +32,14 @@ last recorded run (``RunnableWithMessageHistory`` reads the history when the
 invocation starts). ``record_runs=False`` turns this off.
 
 Per-user conversation ids (``RunnableWithMessageHistory`` with
-``history_factory_config``)::
+``history_factory_config``): the default scope keeps each user's
+conversation "1" apart, so the plain constructor serves::
 
     RunnableWithMessageHistory(
         chain,
-        DjangoChatMessageHistory.for_user_conversation,
+        lambda user_id, conversation_id: DjangoChatMessageHistory(
+            conversation_id, user_id=user_id
+        ),
         history_factory_config=user_conversation_fields(),
     )
 """
@@ -68,10 +71,10 @@ from anvia_django.core.memory.types import (
 )
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.persistence import clear_conversation, load_messages
+from anvia_django.persistence.scope import scope_key
 from anvia_django.persistence.threads import run_in_db_thread
 
 from .batches import BATCH_TURN, append_batch, new_batch_id
-from .keys import user_conversation_session_id
 from .offloop import in_event_loop_thread, read_off_the_loop
 from .runs import RunTally, append_and_record, model_identifier, run_input
 from .settle import write_to_completion
@@ -133,11 +136,11 @@ def _role(kind: str, data: dict[str, Any]) -> str:
 class DjangoChatMessageHistory(BaseChatMessageHistory):
     """Chat history for ``RunnableWithMessageHistory`` and friends, in Django models.
 
-    ``user_id`` scopes the history to its owner (another user's session
-    raises ``ConversationScopeError``); ``metadata`` is stored on the
-    conversation; ``using`` picks a database alias; ``record_runs`` keeps a
-    run record for each batch that holds an AI message. To key histories by
-    (user, conversation) use :meth:`for_user_conversation`.
+    The conversation is the one ``ANVIA_DJANGO["SCOPE"]`` names: by default
+    the session id and ``user_id`` together, plus any metadata keys it lists
+    (tenants), taken from ``metadata``, which is also stored on the
+    conversation. ``using`` picks a database alias; ``record_runs`` keeps a
+    run record for each batch that holds an AI message.
     """
 
     def __init__(
@@ -152,26 +155,13 @@ class DjangoChatMessageHistory(BaseChatMessageHistory):
         super().__init__()
         context = MemoryContext(session_id, user_id=user_id, metadata=metadata)
         validate_context(context, app_settings.input_limits)
+        scope_key(context)  # a missing tenant key is refused here, not at first use
         self.session_id = session_id
         self.user_id = user_id
         self.using = using
         self.record_runs = record_runs
         self._context = context
         self._tally = RunTally()
-
-    @classmethod
-    def for_user_conversation(cls, user_id: str, conversation_id: str) -> DjangoChatMessageHistory:
-        """The history of ``user_id``'s conversation ``conversation_id``.
-
-        Conversation ids need only be unique per user: the session id is
-        :func:`~anvia_django.integrations.keys.user_conversation_session_id`,
-        and the conversation is owned by ``user_id``. The parameters are
-        exactly the ids of :func:`user_conversation_fields`, as
-        ``RunnableWithMessageHistory`` requires of ``get_session_history``
-        (for ``metadata`` or ``using``, call the constructor with
-        ``user_conversation_session_id(user_id, conversation_id)``).
-        """
-        return cls(user_conversation_session_id(user_id, conversation_id), user_id=user_id)
 
     def __repr__(self) -> str:
         return (
@@ -271,8 +261,9 @@ def _refuse_sync_write_in_async_code(method: str, async_method: str) -> None:
 
 
 def user_conversation_fields() -> list[ConfigurableFieldSpec]:
-    """``history_factory_config`` for :meth:`DjangoChatMessageHistory.for_user_conversation`:
-    callers pass ``{"configurable": {"user_id": ..., "conversation_id": ...}}``."""
+    """``history_factory_config`` for a ``get_session_history(user_id,
+    conversation_id)``: callers pass ``{"configurable": {"user_id": ...,
+    "conversation_id": ...}}``."""
     return [
         ConfigurableFieldSpec(
             id="user_id",

@@ -48,6 +48,7 @@ from anvia_django.persistence import (
     load_messages,
     pop_last_message,
 )
+from anvia_django.persistence.scope import scope_key
 from anvia_django.persistence.threads import run_in_db_thread
 
 from .batches import append_batch
@@ -93,9 +94,10 @@ def message_to_item(message: Message) -> TResponseInputItem:
 class DjangoSession:
     """Conversation history for ``Runner.run(..., session=...)``, in Django models.
 
-    Implements the SDK's ``Session`` protocol. ``user_id`` scopes the session
-    to its owner (another user's session raises ``ConversationScopeError``);
-    ``metadata`` is stored on the conversation; ``using`` picks a database
+    Implements the SDK's ``Session`` protocol. The conversation is the one
+    ``ANVIA_DJANGO["SCOPE"]`` names: by default ``session_id`` and ``user_id``
+    together, plus any metadata keys it lists (tenants), taken from
+    ``metadata``, which is also stored on the conversation. ``using`` picks a database
     alias; ``session_settings.limit`` is the default for :meth:`get_items`.
     ``session_settings`` may be a ``SessionSettings`` or a dict of its fields;
     unknown fields raise ``TypeError`` and ill-typed values pydantic's
@@ -119,6 +121,7 @@ class DjangoSession:
     ) -> None:
         context = MemoryContext(session_id, user_id=user_id, metadata=metadata)
         validate_context(context, app_settings.input_limits)
+        scope_key(context)  # a missing tenant key is refused here, not at first use
         self.session_id = session_id
         self.user_id = user_id
         self.using = using

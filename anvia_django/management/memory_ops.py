@@ -20,12 +20,11 @@ from django.core.management import CommandError
 from django.core.management.base import OutputWrapper
 from django.utils import timezone
 
-from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
+from anvia_django.core.memory.types import MemoryConversationSummary
 from anvia_django.persistence import (
     ConversationFilter,
     DeletionCounts,
     ExportedMessage,
-    clear_conversation,
     count_conversations,
     delete_matching_conversations,
     erase_user_conversations,
@@ -119,7 +118,8 @@ def clear_conversations(
             return
         question = f"Delete conversation {found.session_id!r} ({found.message_count} messages)?"
         _confirm(interactive, confirm, question)
-        counts = clear_conversation(MemoryContext(found.session_id))
+        # By ref: under a scope a session id alone may name another conversation.
+        counts = delete_matching_conversations(ConversationFilter(ref=found.ref))
     else:
         assert user_id is not None  # the parser requires --session or --user
         selection = ConversationFilter(user_id=user_id)

@@ -25,9 +25,10 @@ from anvia_django.core.memory.compaction import (
     summary_text,
     window_after_summary,
 )
+from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context, validate_message
-from anvia_django.models import Conversation, MemoryMessage, MemorySummary
+from anvia_django.models import MemoryMessage, MemorySummary
 
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
@@ -36,12 +37,16 @@ from .notify import send_after_commit
 from .reads import load_messages
 from .reconnect import retry_if_connection_lost
 from .rows import as_utc
-from .scope import check_scope
+from .scope import check_scope, find_conversation_id, scope_key
 
 
 @retry_if_connection_lost
 def load_through_summary(
-    context: MemoryContext, *, using: str | None = None, limit: int | None = None
+    context: MemoryContext,
+    *,
+    using: str | None = None,
+    limit: int | None = None,
+    scope: ConversationScope | None = None,
 ) -> list[Message]:
     """What an agent with compaction loads: the newest summary followed by
     the messages after it, or the plain (windowed) transcript without one.
@@ -50,21 +55,26 @@ def load_through_summary(
     pay for it.
     """
     validate_context(context, app_settings.input_limits)
-    compacted = load_compacted(context, using=using, limit=limit)
+    compacted = load_compacted(context, using=using, limit=limit, scope=scope)
     if compacted is not None:
         return compacted
-    return load_messages(context, using=using, limit=limit)
+    return load_messages(context, using=using, limit=limit, scope=scope)
 
 
 def load_compacted(
-    context: MemoryContext, *, using: str | None = None, limit: int | None = None
+    context: MemoryContext,
+    *,
+    using: str | None = None,
+    limit: int | None = None,
+    scope: ConversationScope | None = None,
 ) -> list[Message] | None:
     """The newest summary followed by the messages after it, or ``None``
     when the session has no summary (or it is not the caller's: the plain
     load then answers, refusing another user's conversation)."""
     alias = write_alias(using)
     summaries = MemorySummary.objects.using(alias).filter(
-        conversation__session_id=context.session_id
+        conversation__session_id=context.session_id,
+        conversation__scope_key=scope_key(context, scope),
     )
     if context.user_id:
         # Another user's summary never leaves the database.
@@ -93,21 +103,15 @@ def plan_compaction(
     keep_messages: int,
     keep_tokens: int | None,
     using: str | None = None,
+    scope: ConversationScope | None = None,
 ) -> CompactionPlan | None:
     """What a compaction would fold in now; ``None`` when the part after
     the newest summary already fits the budget."""
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
-    row = (
-        Conversation.objects.using(alias)
-        .filter(session_id=context.session_id)
-        .values_list("id", "user_id")
-        .first()
-    )
-    if row is None:
+    conversation_id = find_conversation_id(alias, context, scope)
+    if conversation_id is None:
         return None
-    conversation_id, owner = row
-    check_scope(owner, context.user_id)
     newest = (
         MemorySummary.objects.using(alias)
         .filter(conversation_id=conversation_id)
@@ -143,14 +147,21 @@ def plan_compaction(
 
 
 @retry_if_connection_lost(idempotent=False)
-def write_summary(plan: CompactionPlan, text: str, *, using: str | None = None) -> bool:
+def write_summary(
+    plan: CompactionPlan,
+    text: str,
+    *,
+    using: str | None = None,
+    scope: ConversationScope | None = None,
+) -> bool:
     """Keep ``text`` as the summary ``plan`` describes; ``False`` (and
     nothing written) when the conversation changed since it was planned."""
     message = summary_message(text)
     validate_message(message, "summary", app_settings.input_limits)
+    key = scope_key(plan.context, scope)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
-        row = lock_existing_conversation(alias, plan.context.session_id)
+        row = lock_existing_conversation(alias, plan.context.session_id, key)
         if row is None:
             return False
         conversation_id, ref, owner = row

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.entries import HistoryEntry, StoredRow, windowed_entries
+from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
-from anvia_django.models import Conversation, MemoryMessage, MemorySummary
+from anvia_django.models import MemoryMessage, MemorySummary
 
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
-from .scope import check_scope
+from .scope import find_conversation_id
 
 
 @retry_if_connection_lost
@@ -20,6 +21,7 @@ def load_entries(
     compacted: bool = False,
     using: str | None = None,
     limit: int | None = None,
+    scope: ConversationScope | None = None,
 ) -> list[HistoryEntry]:
     """What ``load_messages`` (``compacted``: ``load_through_summary``)
     returns, each message with its position; the summary has none.
@@ -30,16 +32,9 @@ def load_entries(
     """
     validate_context(context, app_settings.input_limits)
     alias = write_alias(using)
-    found = (
-        Conversation.objects.using(alias)
-        .filter(session_id=context.session_id)
-        .values_list("pk", "user_id")
-        .first()
-    )
-    if found is None:
+    conversation_id = find_conversation_id(alias, context, scope)
+    if conversation_id is None:
         return []
-    conversation_id, owner = found
-    check_scope(owner, context.user_id)
     summary = _newest_summary(alias, conversation_id) if compacted else None
     after = -1 if summary is None else summary.covers_through
     assert after is not None  # a summary entry always says what it covers

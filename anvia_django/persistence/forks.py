@@ -25,7 +25,8 @@ from anvia_django.core.memory.branches import (
     validate_fork_input,
 )
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
-from anvia_django.core.memory.types import MemoryConversationSummary
+from anvia_django.core.memory.scope import ConversationScope
+from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 
 from .databases import read_alias, write_alias
@@ -35,7 +36,7 @@ from .locking import lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
 from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
-from .scope import check_scope
+from .scope import check_scope, scope_key
 
 COPY_BATCH = 500
 _SOURCE_FIELDS = (
@@ -50,7 +51,7 @@ _COPIED = ("position", "run_id", "turn", "role", "message")
 
 @retry_if_connection_lost(idempotent=False)
 def fork_conversation(
-    input: MemoryForkInput, *, using: str | None = None
+    input: MemoryForkInput, *, using: str | None = None, scope: ConversationScope | None = None
 ) -> MemoryConversationSummary:
     """Create ``input.session_id`` from the first ``input.position`` messages of the source.
 
@@ -60,9 +61,10 @@ def fork_conversation(
     (``ConversationScopeError``).
     """
     validate_fork_input(input, app_settings.input_limits)
+    source_key = scope_key(input.source, scope)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
-        row = lock_existing_conversation(alias, input.source.session_id)
+        row = lock_existing_conversation(alias, input.source.session_id, source_key)
         if row is None:
             raise InvalidMemoryInputError("has no conversation to fork", path="source.session_id")
         source_id, source_ref, owner = row
@@ -80,14 +82,19 @@ def fork_conversation(
             .get()
         )
         check_position_within(input.position, count, "position")
+        fork_metadata = input.metadata if input.metadata is not None else metadata
+        # The fork's own scope: its session and user, and the metadata it
+        # keeps (a tenant carries over unless the input names another).
+        fork_key = scope_key(MemoryContext(input.session_id, user_id, fork_metadata), scope)
         now = timezone.now()
         try:
             # A savepoint: a taken session id fails this insert alone.
             with transaction.atomic(using=alias):
                 fork = Conversation.objects.using(alias).create(
                     session_id=input.session_id,
+                    scope_key=fork_key,
                     user_id=user_id,
-                    metadata=input.metadata if input.metadata is not None else metadata,
+                    metadata=fork_metadata,
                     created_at=now,
                     updated_at=now,
                     message_count=input.position,

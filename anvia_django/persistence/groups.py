@@ -61,9 +61,9 @@ def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
         return _in_one_transaction_without_savepoints(alias, members)
     outcomes: list[Outcome | None] = [None] * len(members)
     requests: list[tuple[int, AppendRequest]] = []
-    for index, (_, _, (input, *_)) in enumerate(members):
+    for index, (_, _, (input, *scope)) in enumerate(members):
         try:
-            request = validated_append(input)
+            request = validated_append(input, *scope)
         except Exception as error:  # bad input: its own error, nothing written
             outcomes[index] = (False, error)
             continue
@@ -97,9 +97,8 @@ def _in_one_transaction_without_savepoints(alias: str, members: Sequence[Member]
     and then each runs again alone (which is rare: a retry, another user's
     session). Two statements fewer an append than a savepoint each."""
     grouped = [
-        (context, partial(append_messages, input, using=alias, savepoint=False), args)
+        (context, partial(append_messages, *args, using=alias, savepoint=False), args)
         for context, _, args in members
-        for input in args[:1]
     ]
     # Alone (after a doomed group) the same calls each are a transaction.
     return in_one_transaction(alias, grouped)

@@ -22,12 +22,14 @@ def lock_conversation(
     using: str,
     *,
     session_id: str,
+    scope_key: str,
     user_id: str | None,
     metadata: JsonObject | None,
     now: datetime,
     reserve: int,
 ) -> LockedConversation:
-    """Create or lock the session's row and reserve ``reserve`` positions.
+    """Create or lock the conversation of ``(session_id, scope_key)`` and
+    reserve ``reserve`` positions.
 
     Must run inside ``transaction.atomic(using=using)``; the lock and the
     reservation last until that transaction ends.
@@ -35,6 +37,7 @@ def lock_conversation(
     return dialect_for(using).lock_conversation(
         using,
         session_id=session_id,
+        scope_key=scope_key,
         user_id=user_id,
         metadata=metadata,
         now=now,
@@ -42,8 +45,10 @@ def lock_conversation(
     )
 
 
-def lock_existing_conversation(using: str, session_id: str) -> tuple[int, str, str | None] | None:
-    """Lock the session's row if it exists: ``(id, ref, user_id)``, else ``None``.
+def lock_existing_conversation(
+    using: str, session_id: str, scope_key: str
+) -> tuple[int, str, str | None] | None:
+    """Lock the conversation's row if it exists: ``(id, ref, user_id)``, else ``None``.
 
     Unlike :func:`lock_conversation` this never creates a conversation, for
     writes that only remove. Must run inside ``transaction.atomic(using=using)``.
@@ -51,7 +56,7 @@ def lock_existing_conversation(using: str, session_id: str) -> tuple[int, str, s
     return (
         Conversation.objects.using(using)
         .select_for_update()
-        .filter(session_id=session_id)
+        .filter(session_id=session_id, scope_key=scope_key)
         .values_list("id", "ref", "user_id")
         .first()
     )

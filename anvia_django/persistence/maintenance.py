@@ -62,6 +62,9 @@ class ExportedMessage:
 ExportRecord = MemoryConversationSummary | ExportedMessage
 
 
+AMBIGUOUS_REFS_SHOWN = 5
+
+
 def resolve_conversation(
     session_id_or_ref: str, *, using: str | None = None
 ) -> MemoryConversationSummary | None:
@@ -69,15 +72,25 @@ def resolve_conversation(
 
     The session id wins: it is what an operator usually has at hand, and a
     ref, being random, is never chosen to look like someone's session id.
+    A session id that several scopes share (two users, two tenants) names
+    no single conversation: ``InvalidMemoryInputError`` lists their refs.
     """
-    row = (
+    rows = list(
         Conversation.objects.using(read_alias(using))
         .filter(session_id=session_id_or_ref)
-        .values_list(*SUMMARY_FIELDS)
-        .first()
+        .order_by("pk")
+        .values_list(*SUMMARY_FIELDS)[:AMBIGUOUS_REFS_SHOWN]
     )
-    if row is not None:
-        return summary_from_row(row)
+    if len(rows) > 1:
+        shared = [summary_from_row(row) for row in rows]
+        refs = ", ".join(f"{s.ref} (user {s.user_id!r})" for s in shared)
+        raise InvalidMemoryInputError(
+            f"{session_id_or_ref!r} is the session id of several conversations, one per "
+            f"scope: {refs}; give the ref of one",
+            path="session",
+        )
+    if rows:
+        return summary_from_row(rows[0])
     found = find_conversation(session_id_or_ref, using=using)
     return None if found is None else found.summary
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from django.db.models import Subquery
+from django.db.models import Field, Subquery
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
@@ -17,12 +18,16 @@ from anvia_django.models import Conversation, MemoryMessage
 from .compiled import CompiledQuery, Slot, compile_once
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
-from .scope import check_scope
+from .scope import check_scope, lookup
 
 
 @retry_if_connection_lost
 def load_messages(
-    context: MemoryContext, *, using: str | None = None, limit: int | None = None
+    context: MemoryContext,
+    *,
+    using: str | None = None,
+    limit: int | None = None,
+    scope: ConversationScope | None = None,
 ) -> list[Message]:
     """The session's messages in position order; the newest run-aligned
     window of at most ``limit`` messages when ``limit`` is given.
@@ -31,20 +36,21 @@ def load_messages(
     which a lagging replica might not have yet.
     """
     validate_context(context, app_settings.input_limits)
+    values = _values(context, scope)
     alias = write_alias(using)
     # One query when the context is trusted or the session has messages its
     # user may read; a second one only when a user-scoped read found nothing,
     # to tell an empty or unknown session from another user's.
     if limit is None:
-        messages = _messages_query(alias, _scoped(context), None).column(alias, _values(context))
+        messages = _messages_query(alias, _scoped(context), None).column(alias, values)
         if not messages:
-            _check_owner(context, alias)
+            _check_owner(context, alias, values)
         return messages
     # One more than the window, so the run boundary before it is visible.
     query = _messages_query(alias, _scoped(context), limit + 1, with_runs=True)
-    rows = query.rows(alias, _values(context))
+    rows = query.rows(alias, values)
     if not rows:
-        _check_owner(context, alias)
+        _check_owner(context, alias, values)
         return []
     rows.reverse()
     start = window_start([run_id for run_id, _ in rows], limit)
@@ -53,7 +59,11 @@ def load_messages(
 
 @retry_if_connection_lost
 def load_latest_messages(
-    context: MemoryContext, count: int, *, using: str | None = None
+    context: MemoryContext,
+    count: int,
+    *,
+    using: str | None = None,
+    scope: ConversationScope | None = None,
 ) -> list[Message]:
     """The session's newest ``count`` messages in position order, cut exactly
     at ``count`` (not aligned to runs): what framework sessions mean by a
@@ -62,13 +72,14 @@ def load_latest_messages(
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidMemoryInputError("must be a non-negative integer", path="limit")
     validate_context(context, app_settings.input_limits)
+    values = _values(context, scope)
     alias = write_alias(using)
     if not count:
-        _check_owner(context, alias)
+        _check_owner(context, alias, values)
         return []
-    messages = _messages_query(alias, _scoped(context), count).column(alias, _values(context))
+    messages = _messages_query(alias, _scoped(context), count).column(alias, values)
     if not messages:
-        _check_owner(context, alias)
+        _check_owner(context, alias, values)
     messages.reverse()
     return messages
 
@@ -78,8 +89,8 @@ def _scoped(context: MemoryContext) -> bool:
     return bool(context.user_id)
 
 
-def _values(context: MemoryContext) -> dict[str, Any]:
-    return {"session_id": context.session_id, "user_id": context.user_id}
+def _values(context: MemoryContext, scope: ConversationScope | None) -> dict[str, Any]:
+    return {**lookup(context, scope), "user_id": context.user_id}
 
 
 @lru_cache(maxsize=64)
@@ -89,19 +100,17 @@ def _messages_query(
     """The message column (``run_id`` and message with ``with_runs``) in
     position order, or the ``newest`` rows newest first."""
     conversation = Conversation._meta
-    session: dict[str, Slot] = {
-        "session_id": Slot("session_id", conversation.get_field("session_id"))
-    }
+    session = _session_slots()
     if scoped:
         # The owner condition is part of the query, so another user's
         # messages never leave the database.
         session["user_id"] = Slot("user_id", conversation.get_field("user_id"))
-    # The conversation's id as a scalar subquery (session_id is unique), not
+    # The conversation's id as a scalar subquery (the pair is unique), not
     # a join: given ``conversation_id = (subquery)`` PostgreSQL reads the
     # messages in order from the (conversation, position) index and plans in
     # half the time, where over a join it sorted the whole session, even to
     # keep the newest few of a window (benchmarks/analysis.md).
-    # Sliced: the session id is unique, and Django 6.1 refuses an unsliced
+    # Sliced: the pair is unique, and Django 6.1 refuses an unsliced
     # queryset as the value of an exact lookup.
     owner = Subquery(Conversation.objects.filter(**session).values("pk")[:1])
     messages = MemoryMessage.objects.filter(conversation=owner)
@@ -110,17 +119,24 @@ def _messages_query(
     return compile_once(ordered.values_list(*columns)[:newest], alias)
 
 
-def _check_owner(context: MemoryContext, alias: str) -> None:
+def _check_owner(context: MemoryContext, alias: str, values: dict[str, Any]) -> None:
     """Raise ``ConversationScopeError`` when the session exists and belongs
     to another user; needed only after a user-scoped read found nothing."""
     if not context.user_id:
         return
-    for owner in _owner_query(alias).column(alias, _values(context)):
+    for owner in _owner_query(alias).column(alias, values):
         check_scope(owner, context.user_id)
 
 
 @lru_cache(maxsize=16)
 def _owner_query(alias: str) -> CompiledQuery:
-    session_id = Slot("session_id", Conversation._meta.get_field("session_id"))
-    owners = Conversation.objects.filter(session_id=session_id).values_list("user_id")
+    owners = Conversation.objects.filter(**_session_slots()).values_list("user_id")
     return compile_once(owners, alias)
+
+
+def _session_slots() -> dict[str, Slot]:
+    """The conversation's unique key, filled in at call time."""
+    return {
+        name: Slot(name, cast("Field[Any, Any]", Conversation._meta.get_field(name)))
+        for name in ("session_id", "scope_key")
+    }

@@ -14,6 +14,7 @@ from django.utils import timezone
 from anvia_django import signals
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.branches import check_position_within, validate_position
+from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
@@ -22,12 +23,16 @@ from .databases import write_alias
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
-from .scope import check_scope
+from .scope import check_scope, scope_key
 
 
 @retry_if_connection_lost(idempotent=False)
 def rewind_conversation(
-    context: MemoryContext, to_position: int, *, using: str | None = None
+    context: MemoryContext,
+    to_position: int,
+    *,
+    using: str | None = None,
+    scope: ConversationScope | None = None,
 ) -> int:
     """Remove the session's messages at ``to_position`` and after; return how many went.
 
@@ -41,9 +46,10 @@ def rewind_conversation(
     """
     validate_context(context, app_settings.input_limits)
     validate_position(to_position, "to_position")
+    key = scope_key(context, scope)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
-        row = lock_existing_conversation(alias, context.session_id)
+        row = lock_existing_conversation(alias, context.session_id, key)
         if row is None:
             check_position_within(to_position, 0, "to_position")
             return 0

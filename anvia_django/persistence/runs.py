@@ -21,6 +21,7 @@ from anvia_django.core.memory.runs import (
     TokenUsage,
     validate_run_input,
 )
+from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.models import AgentRun, FailedRun
 
@@ -30,7 +31,7 @@ from .keyset import KeysetPage, RowKey, older_than
 from .locking import lock_conversation, lock_existing_conversation
 from .reconnect import retry_if_connection_lost
 from .rows import as_utc
-from .scope import check_scope
+from .scope import check_scope, scope_key
 
 _RUN_FIELDS = (
     "run_id",
@@ -59,7 +60,9 @@ _STORED = (
 
 
 @retry_if_connection_lost
-def record_run(input: MemoryRunInput, *, using: str | None = None) -> None:
+def record_run(
+    input: MemoryRunInput, *, using: str | None = None, scope: ConversationScope | None = None
+) -> None:
     """Keep ``input`` as the conversation's record of that run.
 
     Creates the conversation if needed (as ``record_error`` does); a failed
@@ -69,14 +72,16 @@ def record_run(input: MemoryRunInput, *, using: str | None = None) -> None:
     validate_run_input(input, app_settings.input_limits)
     alias = write_alias(using)
     context = input.context
+    key = scope_key(context, scope)
     with transaction.atomic(using=alias):
         # A run record is bookkeeping: it leaves an existing conversation's
         # updated_at and metadata alone (the run's messages moved them).
-        row = lock_existing_conversation(alias, context.session_id)
+        row = lock_existing_conversation(alias, context.session_id, key)
         if row is None:
             created = lock_conversation(
                 alias,
                 session_id=context.session_id,
+                scope_key=key,
                 user_id=context.user_id,
                 metadata=context.metadata,
                 now=timezone.now(),

@@ -16,6 +16,7 @@ from django.utils import timezone
 from anvia_django import signals
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import describe_error
+from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -37,7 +38,7 @@ from .failed_runs import bounded_failed_run
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
-from .scope import check_scope
+from .scope import check_scope, scope_key
 
 
 class _AlreadyStored(Exception):
@@ -46,7 +47,11 @@ class _AlreadyStored(Exception):
 
 @retry_if_connection_lost
 def append_messages(
-    input: MemoryAppendInput, *, using: str | None = None, savepoint: bool = True
+    input: MemoryAppendInput,
+    scope: ConversationScope | None = None,
+    *,
+    using: str | None = None,
+    savepoint: bool = True,
 ) -> None:
     """Append messages to a session's transcript, creating it on first use.
 
@@ -56,7 +61,7 @@ def append_messages(
     dooms that transaction instead of rolling back alone (a group commit
     then runs each of its appends alone, see :mod:`.groups`).
     """
-    append = validated_append(input)
+    append = validated_append(input, scope)
     if append is None:
         return
     alias = write_alias(using)
@@ -69,14 +74,18 @@ def append_messages(
         )
 
 
-def validated_append(input: MemoryAppendInput) -> AppendRequest | None:
+def validated_append(
+    input: MemoryAppendInput, scope: ConversationScope | None = None
+) -> AppendRequest | None:
     """``input`` checked and encoded for the database; ``None``: nothing to append."""
     encoded = validate_append(input, app_settings.input_limits)
+    context = input.context
+    key = scope_key(context, scope)
     if not input.messages:
         return None
-    context = input.context
     return AppendRequest(
         session_id=context.session_id,
+        scope_key=key,
         user_id=context.user_id,
         metadata=context.metadata,
         run_id=input.run_id,
@@ -126,16 +135,19 @@ def _append_under_lock(
 
 
 @retry_if_connection_lost(idempotent=False)
-def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Message | None:
+def pop_last_message(
+    context: MemoryContext, *, using: str | None = None, scope: ConversationScope | None = None
+) -> Message | None:
     """Remove the session's newest message and return it; ``None`` if there is none.
 
     Removes the highest position, so positions stay gap-free, and keeps
     ``message_count`` exact. The conversation stays, also when it is left empty.
     """
     validate_context(context, app_settings.input_limits)
+    key = scope_key(context, scope)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
-        row = lock_existing_conversation(alias, context.session_id)
+        row = lock_existing_conversation(alias, context.session_id, key)
         if row is None:
             return None
         conversation_id, ref, owner = row
@@ -163,18 +175,21 @@ def pop_last_message(context: MemoryContext, *, using: str | None = None) -> Mes
 
 
 @retry_if_connection_lost
-def clear_conversation(context: MemoryContext, *, using: str | None = None) -> DeletionCounts:
+def clear_conversation(
+    context: MemoryContext, *, using: str | None = None, scope: ConversationScope | None = None
+) -> DeletionCounts:
     """Delete the session's conversation, messages and failed runs.
 
     Returns what was deleted; an unknown session deletes nothing.
     """
     validate_context(context, app_settings.input_limits)
+    key = scope_key(context, scope)
     alias = write_alias(using)
     with transaction.atomic(using=alias):
         values = (
             Conversation.objects.using(alias)
             .select_for_update()
-            .filter(session_id=context.session_id)
+            .filter(session_id=context.session_id, scope_key=key)
             .values_list(*ROW_FIELDS)
             .first()
         )
@@ -186,14 +201,17 @@ def clear_conversation(context: MemoryContext, *, using: str | None = None) -> D
 
 
 @retry_if_connection_lost
-def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> None:
+def record_failed_run(
+    input: MemoryErrorInput, *, using: str | None = None, scope: ConversationScope | None = None
+) -> None:
     """Keep a failed run's error and partial messages, outside the transcript."""
     encoded = validate_error_input(input, app_settings.input_limits)
+    key = scope_key(input.context, scope)
     alias = write_alias(using)
     error, encoded = bounded_failed_run(alias, describe_error(input.error), encoded)
     with transaction.atomic(using=alias):
         now = timezone.now()
-        conversation = _lock(alias, input.context, now, reserve=0)
+        conversation = _lock(alias, input.context, key, now, reserve=0)
         FailedRun.objects.using(alias).create(
             conversation_id=conversation.id,
             run_id=input.run_id,
@@ -214,10 +232,13 @@ def record_failed_run(input: MemoryErrorInput, *, using: str | None = None) -> N
         )
 
 
-def _lock(alias: str, context: MemoryContext, now: datetime, *, reserve: int) -> LockedConversation:
+def _lock(
+    alias: str, context: MemoryContext, key: str, now: datetime, *, reserve: int
+) -> LockedConversation:
     conversation = lock_conversation(
         alias,
         session_id=context.session_id,
+        scope_key=key,
         user_id=context.user_id,
         metadata=context.metadata,
         now=now,

@@ -18,12 +18,14 @@ import asyncio
 import math
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 import pytest
 
 from anvia_django.core.memory import (
     ConversationScopeError,
+    InvalidMemoryInputError,
     MemoryAppendInput,
     MemoryContext,
     MemoryConversationListOptions,
@@ -63,7 +65,7 @@ class MemoryStoreConformance(LifecycleConformance):
     compaction: see :mod:`anvia_django.testing.lifecycle`)."""
 
     supports_scope: ClassVar[bool] = True
-    """The store enforces that a conversation belongs to its first user_id."""
+    """Another user's context never reaches a user's conversation."""
     supports_idempotent_retry: ClassVar[bool] = True
     """A repeated append (same run_id, turn, messages) writes nothing."""
 
@@ -266,26 +268,70 @@ class MemoryStoreConformance(LifecycleConformance):
     # Scope
 
     def test_another_user_can_neither_read_nor_write(self, store: MemoryStore) -> None:
+        """Another user's context with the same session id either names a
+        conversation of its own (a scope with the user id, the adapters'
+        default) or is refused (``ConversationScopeError``): either way it
+        never reads, changes or clears the owner's messages."""
         if not self.supports_scope:
             pytest.skip("the store does not scope conversations to users")
         session_id, alice = _ids()
-        owner, intruder, server = (
-            MemoryContext(session_id, alice),
-            MemoryContext(session_id, f"{alice}-other"),
-            MemoryContext(session_id),
-        )
+        owner = MemoryContext(session_id, alice)
+        intruder = MemoryContext(session_id, f"{alice}-other")
 
-        async def scenario() -> tuple[list[Message], list[Message]]:
+        async def attempt(call: Awaitable[T]) -> T | None:
+            try:
+                return await call
+            except ConversationScopeError:
+                return None
+
+        async def scenario() -> tuple[list[Message], list[Message] | None, list[Message]]:
             await store.append(MemoryAppendInput(owner, "r1", 1, [_user("mine")]))
-            with pytest.raises(ConversationScopeError):
-                await store.load(intruder)
-            with pytest.raises(ConversationScopeError):
-                await store.append(MemoryAppendInput(intruder, "r2", 1, [_user("theirs")]))
-            with pytest.raises(ConversationScopeError):
-                await store.clear(intruder)
-            return await store.load(owner), await store.load(server)
+            seen = await attempt(store.load(intruder))
+            await attempt(store.append(MemoryAppendInput(intruder, "r2", 1, [_user("theirs")])))
+            after_append = await store.load(owner)
+            await attempt(store.clear(intruder))
+            return after_append, seen, await store.load(owner)
 
-        assert self.run(scenario) == ([_user("mine")], [_user("mine")])
+        after_append, seen, after_clear = self.run(scenario)
+        assert seen in (None, []), "another user read the owner's messages"
+        assert after_append == [_user("mine")]
+        assert after_clear == [_user("mine")]
+
+    def tenant_store(self, store: MemoryStore) -> MemoryStore | None:
+        """A store like ``store`` whose scope is the user id plus the
+        ``tenant_id`` metadata key; ``None`` skips the tenant tests."""
+        return None
+
+    def test_tenants_sharing_a_session_id_never_meet(self, store: MemoryStore) -> None:
+        tenants = self.tenant_store(store)
+        if tenants is None:
+            pytest.skip("the store has no tenant scope")
+        session_id, _ = _ids()
+        # Server code: no user id, only the tenant tells them apart.
+        acme = MemoryContext(session_id, metadata={"tenant_id": "acme"})
+        globex = MemoryContext(session_id, metadata={"tenant_id": "globex"})
+
+        async def scenario() -> tuple[list[Message], list[Message], list[Message]]:
+            await tenants.append(MemoryAppendInput(acme, "r1", 1, [_user("acme's")]))
+            await tenants.append(MemoryAppendInput(globex, "r1", 1, [_user("globex's")]))
+            both = await tenants.load(acme), await tenants.load(globex)
+            await tenants.clear(globex)
+            return *both, await tenants.load(acme)
+
+        assert self.run(scenario) == ([_user("acme's")], [_user("globex's")], [_user("acme's")])
+
+    def test_a_context_without_the_tenant_key_is_refused(self, store: MemoryStore) -> None:
+        tenants = self.tenant_store(store)
+        if tenants is None:
+            pytest.skip("the store has no tenant scope")
+        session_id, user_id = _ids()
+        for metadata in (None, {"other": "x"}, {"tenant_id": 7}):
+            context = MemoryContext(session_id, user_id, metadata)
+            append = MemoryAppendInput(context, "r", 1, [_user("x")])
+            with pytest.raises(InvalidMemoryInputError, match="tenant_id"):
+                self.run(partial(tenants.append, append))
+            with pytest.raises(InvalidMemoryInputError, match="tenant_id"):
+                self.run(partial(tenants.load, context))
 
     def test_scope_error_is_a_permission_error(self) -> None:
         assert issubclass(ConversationScopeError, PermissionError)

@@ -1,20 +1,17 @@
-"""LangChain's per-user pattern (issue 13, case 4): RunnableWithMessageHistory
-with ``history_factory_config`` user_id + conversation_id, where every user
-numbers their conversations from "1", on SQLite and PostgreSQL."""
+"""LangChain's per-user pattern: RunnableWithMessageHistory with
+``history_factory_config`` user_id + conversation_id, where every user
+numbers their conversations from "1". Under the default scope (session id +
+user id) the plain constructor serves as ``get_session_history``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from anvia_django.core.memory import ConversationScopeError, InvalidMemoryInputError
+from anvia_django.core.memory import InvalidMemoryInputError
 from anvia_django.models import Conversation
 from tests.helpers import run
-
-from .common import json_text
 
 pytest.importorskip("langchain_core")
 
@@ -22,7 +19,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from anvia_django.integrations.keys import user_conversation_session_id
 from anvia_django.integrations.langchain import (
     DjangoChatMessageHistory,
     user_conversation_fields,
@@ -30,7 +26,11 @@ from anvia_django.integrations.langchain import (
 
 from .langchain_support import IGNORE_DEPRECATION, WorkerThreadHistory
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings(IGNORE_DEPRECATION)]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.filterwarnings(IGNORE_DEPRECATION),
+    pytest.mark.usefixtures("default_scope"),
+]
 
 
 def echo(params: dict[str, Any]) -> list[BaseMessage]:
@@ -40,9 +40,12 @@ def echo(params: dict[str, Any]) -> list[BaseMessage]:
 
 
 def per_user_chain(history_class: type[DjangoChatMessageHistory]) -> Any:
+    def get_session_history(user_id: str, conversation_id: str) -> DjangoChatMessageHistory:
+        return history_class(conversation_id, user_id=user_id)
+
     return RunnableWithMessageHistory(
         RunnableLambda(echo),
-        history_class.for_user_conversation,
+        get_session_history,
         input_messages_key="messages",
         history_messages_key="history",
         history_factory_config=user_conversation_fields(),
@@ -68,21 +71,18 @@ def test_each_user_has_their_own_conversation_1(mode: str) -> None:
     assert say("user2", "1", "meow") == [AIMessage("you said: meow")]
     assert say("user1", "2", "new") == [AIMessage("you said: new")]
 
-    first = DjangoChatMessageHistory.for_user_conversation("user1", "1").messages
+    first = DjangoChatMessageHistory("1", user_id="user1").messages
     assert first == [
         HumanMessage("hello"),
         AIMessage("you said: hello"),
         HumanMessage("goodbye"),
         AIMessage("you said: hello\ngoodbye"),
     ]
-    other = DjangoChatMessageHistory.for_user_conversation("user2", "1").messages
+    other = DjangoChatMessageHistory("1", user_id="user2").messages
     assert other == [HumanMessage("meow"), AIMessage("you said: meow")]
-    owners = dict(Conversation.objects.values_list("session_id", "user_id"))
-    assert owners == {
-        user_conversation_session_id("user1", "1"): "user1",
-        user_conversation_session_id("user2", "1"): "user2",
-        user_conversation_session_id("user1", "2"): "user1",
-    }
+    # The ids as the callers gave them, readable in the admin and the API.
+    stored = sorted(Conversation.objects.values_list("session_id", "user_id", "scope_key"))
+    assert stored == [("1", "user1", "user1"), ("1", "user2", "user2"), ("2", "user1", "user1")]
 
 
 def test_a_missing_key_in_the_config_is_langchains_error() -> None:
@@ -96,42 +96,16 @@ def test_a_missing_key_in_the_config_is_langchains_error() -> None:
     ("user_id", "conversation_id", "path"),
     [
         ("", "1", "user_id"),
-        ("u1", "  ", "conversation_id"),
-        (None, "1", "user_id"),
-        ("u1", 7, "conversation_id"),
-        ("u" * 200, "c" * 60, "conversation_id"),  # together longer than a session id
+        ("u1", "  ", "session_id"),
+        ("u1", 7, "session_id"),
+        ("u1", "c" * 256, "session_id"),
     ],
 )
 def test_bad_keys_are_refused_naming_the_part(
     user_id: Any, conversation_id: Any, path: str
 ) -> None:
+    chain = per_user_chain(DjangoChatMessageHistory)
+    config: Any = {"configurable": {"user_id": user_id, "conversation_id": conversation_id}}
     with pytest.raises(InvalidMemoryInputError, match=path):
-        DjangoChatMessageHistory.for_user_conversation(user_id, conversation_id)
-
-
-def test_owner_scoping_still_holds_for_derived_session_ids() -> None:
-    alice = DjangoChatMessageHistory.for_user_conversation("alice", "1")
-    alice.add_messages([HumanMessage("secret")])
-    forged = DjangoChatMessageHistory(user_conversation_session_id("alice", "1"), user_id="mallory")
-    with pytest.raises(ConversationScopeError):
-        forged.messages  # noqa: B018
-    assert DjangoChatMessageHistory.for_user_conversation("mallory", "1").messages == []
-
-
-ids = json_text.filter(lambda text: text.strip() != "" and len(text) <= 100)
-
-
-@settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(st.tuples(ids, ids), st.tuples(ids, ids))
-def test_distinct_pairs_never_share_a_session_id(
-    one: tuple[str, str], two: tuple[str, str]
-) -> None:
-    first, second = user_conversation_session_id(*one), user_conversation_session_id(*two)
-    assert (first == second) is (one == two)
-    # Readable in the admin: both parts appear as given.
-    assert one[0] in first
-    assert first.endswith(one[1])
+        chain.invoke({"messages": [HumanMessage("hi")]}, config)
+    assert not Conversation.objects.exists()

@@ -19,7 +19,6 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from anvia_django.integrations.keys import user_conversation_session_id
 from anvia_django.integrations.langchain import (
     DjangoChatMessageHistory,
     user_conversation_fields,
@@ -47,7 +46,7 @@ def chat_with_history(replies: list[AIMessage]) -> RunnableWithMessageHistory:
     model = GenericFakeChatModel(messages=iter(replies))
     return RunnableWithMessageHistory(
         model,
-        DjangoChatMessageHistory.for_user_conversation,
+        lambda user_id, conversation_id: DjangoChatMessageHistory(conversation_id, user_id=user_id),
         history_factory_config=user_conversation_fields(),
     )
 
@@ -72,7 +71,7 @@ def test_each_invocation_is_a_run_with_the_usage_the_model_reported(how: str) ->
     chain = chat_with_history(list(REPLIES))
     answers = [ask(chain, "Where is order 42?", how), ask(chain, "When will it arrive?", how)]
 
-    ref = Conversation.objects.get(session_id=user_conversation_session_id("u1", "c1")).ref
+    ref = Conversation.objects.get(session_id="c1", user_id="u1").ref
     body = api(f"/anvia/api/conversations/{ref}/runs/")
     reported = [a.usage_metadata for a in answers]
     assert body["totals"] == {

@@ -55,6 +55,7 @@ class AppendRequest:
     """One validated append, messages already encoded as JSON text."""
 
     session_id: str
+    scope_key: str
     user_id: str | None
     metadata: JsonObject | None
     run_id: str
@@ -82,20 +83,23 @@ class Dialect:
         using: str,
         *,
         session_id: str,
+        scope_key: str,
         user_id: str | None,
         metadata: JsonObject | None,
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
         conversations = Conversation.objects.using(using)
+        found = conversations.select_for_update().filter(session_id=session_id, scope_key=scope_key)
         for attempt in range(CREATE_ATTEMPTS):
-            row = conversations.select_for_update().filter(session_id=session_id).first()
+            row = found.first()
             if row is not None:
                 break
             try:
                 with transaction.atomic(using=using):
                     row = conversations.create(
                         session_id=session_id,
+                        scope_key=scope_key,
                         user_id=user_id,
                         metadata=metadata,
                         created_at=now,
@@ -140,6 +144,7 @@ class Dialect:
         conversation = self.lock_conversation(
             using,
             session_id=append.session_id,
+            scope_key=append.scope_key,
             user_id=append.user_id,
             metadata=append.metadata,
             now=append.now,

@@ -46,16 +46,17 @@ class MySQLDialect(_HandWrittenInsert):
         using: str,
         *,
         session_id: str,
+        scope_key: str,
         user_id: str | None,
         metadata: JsonObject | None,
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
-        params = _conversation_params(using, session_id, user_id, metadata, now, reserve)
+        params = _conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
         sql, select = _duplicate_key_sql(using)
         connection = connections[using]
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*params, *params[4:]])
+            cursor.execute(sql, [*params, *params[5:]])
             # ``id = LAST_INSERT_ID(id)`` made the id of an updated row the
             # connection's last insert id too.
             conversation_id = cursor.lastrowid
@@ -92,15 +93,16 @@ class MariaDBDialect(MySQLDialect):
         using: str,
         *,
         session_id: str,
+        scope_key: str,
         user_id: str | None,
         metadata: JsonObject | None,
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
-        params = _conversation_params(using, session_id, user_id, metadata, now, reserve)
+        params = _conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
         sql, _ = _duplicate_key_sql(using)
         return _returned(
-            using, f"{sql} RETURNING {_returned_columns(using)}", [*params, *params[4:]], reserve
+            using, f"{sql} RETURNING {_returned_columns(using)}", [*params, *params[5:]], reserve
         )
 
 

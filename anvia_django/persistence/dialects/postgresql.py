@@ -1,5 +1,5 @@
 """PostgreSQL: an append is one call of the database function that
-migrations 0005 and 0006 create (their SQL is frozen there)."""
+migrations 0005, 0006 and 0008 create (their SQL is frozen there)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ from .statements import (
 logger = logging.getLogger(__name__)
 
 APPEND_FUNCTION = "anvia_django_append"
-APPEND_ARGUMENT_TYPES = "text, text, text, text, timestamptz, text, text, integer, text[], text[]"
+APPEND_ARGUMENT_TYPES = (
+    "text, text, text, text, text, timestamptz, text, text, integer, text[], text[]"
+)
 _APPEND_CALL = (
     f"SELECT * FROM {APPEND_FUNCTION}("
     + ", ".join(f"%s::{kind}" for kind in APPEND_ARGUMENT_TYPES.split(", "))
@@ -162,7 +164,8 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
         encode = MemoryMessage._meta.get_field("message").get_db_prep_save
         stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
         return [
-            *(new_ref(), append.session_id, append.user_id, append.user_id or None, stamp),
+            *(new_ref(), append.session_id, append.scope_key, append.user_id),
+            *(append.user_id or None, stamp),
             *(metadata, append.run_id, append.turn, append.roles, stored),
         ]
 

@@ -66,12 +66,13 @@ class _OnConflictUpsert(Dialect):
         using: str,
         *,
         session_id: str,
+        scope_key: str,
         user_id: str | None,
         metadata: JsonObject | None,
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
-        params = _conversation_params(using, session_id, user_id, metadata, now, reserve)
+        params = _conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
         return _returned(using, _on_conflict_sql(using), params, reserve)
 
 
@@ -82,14 +83,15 @@ _INSERT_COLUMNS = ("conversation", "position", "run_id", "turn", "role", "messag
 def _conversation_params(
     using: str,
     session_id: str,
+    scope_key: str,
     user_id: str | None,
     metadata: JsonObject | None,
     now: datetime,
     reserve: int,
 ) -> list[Any]:
     stamp, encoded = _stamp_and_metadata(connections[using], now, metadata)
-    # (ref, session_id, user_id, created_at, updated_at, message_count, metadata)
-    return [new_ref(), session_id, user_id, stamp, stamp, reserve, encoded]
+    # (ref, session_id, scope_key, user_id, created_at, updated_at, message_count, metadata)
+    return [new_ref(), session_id, scope_key, user_id, stamp, stamp, reserve, encoded]
 
 
 def _stamp_and_metadata(
@@ -138,8 +140,8 @@ def _returned_columns(using: str) -> str:
 
 
 _CONVERSATION_INSERT = (
-    "INSERT INTO {table} ({ref}, {session_id}, {user_id}, {created_at}, {updated_at}, "
-    "{message_count}, {metadata}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+    "INSERT INTO {table} ({ref}, {session_id}, {scope_key}, {user_id}, {created_at}, "
+    "{updated_at}, {message_count}, {metadata}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
 )
 
 
@@ -148,7 +150,7 @@ def _on_conflict_upsert(using: str) -> str:
     """The conversation upsert, without its ``RETURNING`` clause."""
     table, c = _quoted(using, Conversation)
     return _CONVERSATION_INSERT.format(table=table, **c) + (
-        f"ON CONFLICT ({c['session_id']}) DO UPDATE SET "
+        f"ON CONFLICT ({c['session_id']}, {c['scope_key']}) DO UPDATE SET "
         # Never backwards: a writer that read the clock, then queued on the
         # lock behind a later one, must not move the conversation back in time.
         f"{c['updated_at']} = CASE WHEN EXCLUDED.{c['updated_at']} > {table}.{c['updated_at']} "
