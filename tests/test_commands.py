@@ -337,7 +337,7 @@ def test_a_session_id_of_several_scopes_is_refused_until_a_ref_is_given(action: 
     bobs = Conversation.objects.get(session_id="shared", user_id="bob")
     assert bobs.ref in str(refused.value)
     if action == "clear":
-        memory("clear", "--session", bobs.ref, "--yes")
+        memory("clear", f"--session={bobs.ref}", "--yes")  # a ref may start with "-"
         assert list(Conversation.objects.values_list("user_id", flat=True)) == ["alice"]
 
 
