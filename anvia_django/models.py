@@ -216,3 +216,27 @@ class MemorySummary(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id} 0..{self.covers_through}"
+
+
+class DataKey(models.Model):
+    """A data key of encryption at rest (``ANVIA_DJANGO["ENCRYPTION"]``), wrapped
+    by a master key: one per user, or per conversation when it has no user.
+
+    Destroying the row makes every message sealed under it unreadable,
+    wherever copies of those rows are. May live on a database of its own
+    (``ENCRYPTION["KEY_DATABASE"]``, with a router): see docs/production.md.
+    """
+
+    # "user:<user id>" or "conversation:<ref>".
+    owner = IdentifierField(max_length=ID_MAX_LENGTH + 16)
+    master_key_id = IdentifierField(max_length=64)
+    # URL-safe base64 of the nonce and the sealed key.
+    wrapped_key = IdentifierField(max_length=128)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "data key"
+        constraints = [models.UniqueConstraint(fields=["owner"], name="anvia_datakey_owner_uniq")]
+
+    def __str__(self) -> str:
+        return f"data key {self.pk} ({self.master_key_id})"

@@ -13,6 +13,7 @@ from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, MemoryMessage
 
 from .compiled import CompiledQuery, Slot, compile_once
@@ -38,6 +39,8 @@ def load_messages(
     validate_context(context, app_settings.input_limits)
     values = _values(context, scope)
     alias = write_alias(using)
+    if encryption_enabled():
+        return _load_sealed(context, alias, values, limit, latest=False)
     # One query when the context is trusted or the session has messages its
     # user may read; a second one only when a user-scoped read found nothing,
     # to tell an empty or unknown session from another user's.
@@ -77,11 +80,33 @@ def load_latest_messages(
     if not count:
         _check_owner(context, alias, values)
         return []
+    if encryption_enabled():
+        return _load_sealed(context, alias, values, count, latest=True)
     messages = _messages_query(alias, _scoped(context), count).column(alias, values)
     if not messages:
         _check_owner(context, alias, values)
     messages.reverse()
     return messages
+
+
+def _load_sealed(
+    context: MemoryContext, alias: str, values: dict[str, Any], limit: int | None, *, latest: bool
+) -> list[Message]:
+    """``load_messages`` (``latest``: ``load_latest_messages``) with
+    encryption on: each row's place read with it, to open its envelope."""
+    from anvia_django.encryption.keys import open_message
+
+    newest = None if limit is None else (limit if latest else limit + 1)
+    query = _messages_query(alias, _scoped(context), newest, with_runs=True, located=True)
+    rows = query.rows(alias, values)
+    if not rows:
+        _check_owner(context, alias, values)
+        return []
+    if newest is not None:
+        rows.reverse()
+    if limit is not None and not latest:
+        rows = rows[window_start([row[2] for row in rows], limit) :]
+    return [open_message(alias, cid, position, message) for cid, position, _, message in rows]
 
 
 def _scoped(context: MemoryContext) -> bool:
@@ -95,7 +120,12 @@ def _values(context: MemoryContext, scope: ConversationScope | None) -> dict[str
 
 @lru_cache(maxsize=64)
 def _messages_query(
-    alias: str, scoped: bool, newest: int | None, *, with_runs: bool = False
+    alias: str,
+    scoped: bool,
+    newest: int | None,
+    *,
+    with_runs: bool = False,
+    located: bool = False,
 ) -> CompiledQuery:
     """The message column (``run_id`` and message with ``with_runs``) in
     position order, or the ``newest`` rows newest first."""
@@ -115,6 +145,8 @@ def _messages_query(
     owner = Subquery(Conversation.objects.filter(**session).values("pk")[:1])
     messages = MemoryMessage.objects.filter(conversation=owner)
     columns = ("run_id", "message") if with_runs else ("message",)
+    if located:  # where each row is: what a sealed message is bound to
+        columns = ("conversation_id", "position", *columns)
     ordered = messages.order_by("position" if newest is None else "-position")
     return compile_once(ordered.values_list(*columns)[:newest], alias)
 

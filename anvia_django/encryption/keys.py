@@ -1,0 +1,215 @@
+"""Data keys in the database: one per owner (a user, else a conversation),
+created on first use, unwrapped once per process, re-wrapped by rotation,
+destroyed by erasure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from anvia_django.conf import SETTINGS_NAME, app_settings
+from anvia_django.core.memory.validation import loads
+from anvia_django.models import DataKey
+
+from .envelope import (
+    DecryptionError,
+    envelope_key_id,
+    is_envelope,
+    new_data_key,
+    open_sealed,
+    seal,
+    unwrap,
+    wrap,
+)
+from .keyring import Keyring, KeyringError, MissingKeyError, parse_keyring
+
+_keyring: Keyring | None = None
+_ciphers: dict[tuple[str, int], tuple[str, AESGCM]] = {}
+"""(key alias, data key id) -> (its wrapped form, its cipher): unwrapped once."""
+
+
+def keyring() -> Keyring:
+    """The parsed keyring; ``ImproperlyConfigured`` naming the key id at fault."""
+    global _keyring
+    if _keyring is None:
+        try:
+            _keyring = parse_keyring(app_settings.ENCRYPTION)
+        except KeyringError as error:
+            raise ImproperlyConfigured(f"{SETTINGS_NAME}['ENCRYPTION']: {error}") from None
+    return _keyring
+
+
+def forget_keys() -> None:
+    """Drop the parsed keyring and every unwrapped data key of this process."""
+    global _keyring
+    _keyring = None
+    _ciphers.clear()
+
+
+def _forget_if_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTINGS_NAME:
+        forget_keys()
+
+
+setting_changed.connect(_forget_if_changed)
+
+
+def key_alias(alias: str) -> str:
+    """The database alias of the data key table for messages on ``alias``."""
+    return keyring().key_database or alias
+
+
+def owner_of(user_id: str | None, ref: str) -> str:
+    """The data key owner of a conversation: its user, else the conversation."""
+    return f"user:{user_id}" if user_id else f"conversation:{ref}"
+
+
+def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> AESGCM:
+    cached = _ciphers.get((alias, pk))
+    if cached is not None and cached[0] == wrapped:
+        return cached[1]
+    ring = keyring()
+    try:
+        raw = unwrap(ring.master(master_id), master_id, owner, wrapped)
+    except DecryptionError as error:
+        raise DecryptionError(f"data key {pk}: {error}") from None
+    except MissingKeyError as error:
+        raise MissingKeyError(f"data key {pk}: {error}") from None
+    cipher = AESGCM(raw)
+    _ciphers[(alias, pk)] = (wrapped, cipher)
+    return cipher
+
+
+def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
+    """The id and cipher of ``owner``'s data key, created (wrapped by the
+    current master key) when it has none. Raises naming the key id when the
+    key cannot be unwrapped: the caller then writes nothing."""
+    kalias = key_alias(alias)
+    keys = DataKey.objects.using(kalias)
+    found = keys.filter(owner=owner).values_list("pk", "master_key_id", "wrapped_key")
+    row = found.first()
+    if row is None:
+        ring = keyring()
+        raw = new_data_key()
+        wrapped = wrap(ring.master(ring.current), ring.current, owner, raw)
+        try:
+            with transaction.atomic(using=kalias):
+                created = keys.create(
+                    owner=owner,
+                    master_key_id=ring.current,
+                    wrapped_key=wrapped,
+                    created_at=timezone.now(),
+                )
+        except IntegrityError:
+            # Another writer created it first.
+            row = found.first()
+            if row is None:
+                raise
+        else:
+            cipher = AESGCM(raw)
+            _ciphers[(kalias, created.pk)] = (wrapped, cipher)
+            return created.pk, cipher
+    pk, master_id, wrapped = row
+    return pk, _cipher(kalias, pk, owner, master_id, wrapped)
+
+
+def cipher_for(alias: str, pk: int, *, cached: bool = True) -> AESGCM:
+    """The cipher of data key ``pk``, which reads of messages on ``alias`` need."""
+    kalias = key_alias(alias)
+    if cached:
+        hit = _ciphers.get((kalias, pk))
+        if hit is not None:
+            return hit[1]
+    row = (
+        DataKey.objects.using(kalias)
+        .filter(pk=pk)
+        .values_list("owner", "master_key_id", "wrapped_key")
+        .first()
+    )
+    if row is None:
+        raise MissingKeyError(
+            f"data key {pk} does not exist (erased?): the messages sealed under it cannot be read"
+        )
+    return _cipher(kalias, pk, *row)
+
+
+def seal_messages(
+    cipher: AESGCM, key_id: int, conversation_id: int, first_position: int, texts: list[str]
+) -> list[str]:
+    """The envelopes of ``texts`` stored from ``first_position`` on."""
+    return [
+        seal(cipher, key_id, conversation_id, first_position + offset, text)
+        for offset, text in enumerate(texts)
+    ]
+
+
+def open_text(alias: str, conversation_id: int, position: int, value: Any) -> str | None:
+    """The JSON text sealed in ``value``; ``None`` when ``value`` is not an
+    envelope (a row written before encryption was turned on)."""
+    if not is_envelope(value):
+        return None
+    pk = envelope_key_id(value)
+    try:
+        return open_sealed(cipher_for(alias, pk), value, conversation_id, position)
+    except DecryptionError:
+        # A cached cipher may be a stale one for a reused id: fetch once more.
+        return open_sealed(cipher_for(alias, pk, cached=False), value, conversation_id, position)
+
+
+def open_message(alias: str, conversation_id: int, position: int, value: Any) -> Any:
+    """The message stored as ``value`` at ``position`` of ``conversation_id``."""
+    text = open_text(alias, conversation_id, position, value)
+    return value if text is None else loads(text)
+
+
+def open_messages(alias: str, rows: Iterable[tuple[int, int, Any]]) -> list[Any]:
+    """``open_message`` of each ``(conversation id, position, value)``."""
+    return [open_message(alias, cid, position, value) for cid, position, value in rows]
+
+
+def destroy_data_key(alias: str, owner: str) -> int:
+    """Delete ``owner``'s data key (erasure): how many rows went (0 or 1)."""
+    kalias = key_alias(alias)
+    rows = DataKey.objects.using(kalias).filter(owner=owner)
+    for pk in rows.values_list("pk", flat=True):
+        _ciphers.pop((kalias, pk), None)
+    deleted, _ = rows.delete()
+    return deleted
+
+
+def rotate_data_keys(alias: str, *, batch_size: int = 500) -> int:
+    """Re-wrap every data key not wrapped by the current master key; how
+    many were. Touches keys only, never messages. Safe to run again."""
+    kalias = key_alias(alias)
+    ring = keyring()
+    master = ring.master(ring.current)
+    keys = DataKey.objects.using(kalias)
+    rotated = 0
+    last = 0
+    while True:
+        page = list(
+            keys.filter(pk__gt=last)
+            .exclude(master_key_id=ring.current)
+            .order_by("pk")
+            .values_list("pk", "owner", "master_key_id", "wrapped_key")[:batch_size]
+        )
+        if not page:
+            return rotated
+        with transaction.atomic(using=kalias):
+            for pk, owner, master_id, wrapped in page:
+                try:
+                    raw = unwrap(ring.master(master_id), master_id, owner, wrapped)
+                except (DecryptionError, MissingKeyError) as error:
+                    raise type(error)(f"data key {pk}: {error}") from None
+                # Only if unchanged since it was read (another rotation).
+                rotated += keys.filter(pk=pk, wrapped_key=wrapped).update(
+                    master_key_id=ring.current,
+                    wrapped_key=wrap(master, ring.current, owner, raw),
+                )
+        last = page[-1][0]
