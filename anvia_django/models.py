@@ -7,11 +7,14 @@ models directly: positions and counts are kept consistent there.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Collection
+from typing import Any, Self
 
 from django.db import models
 
 from .conf import ID_MAX_LENGTH
 from .core.memory.scope import SCOPE_KEY_MAX_LENGTH
+from .encryption import encryption_enabled
 from .fields import ExactJSONField, ExactTextField, IdentifierField
 
 REF_LENGTH = 22
@@ -124,6 +127,23 @@ class MemoryMessage(models.Model):
         else:
             where = f"conversation {self.conversation_id}"
         return f"{where} · #{self.position} {self.role}"
+
+    @classmethod
+    def from_db(
+        cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any
+    ) -> Self:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        if encryption_enabled():
+            # Model instances (the admin's record pages) open sealed messages
+            # too; a deferred message or place stays as it is.
+            loaded = instance.__dict__
+            if "message" in loaded and "position" in loaded and "conversation_id" in loaded:
+                from .encryption.keys import open_message
+
+                instance.message = open_message(
+                    db or "default", instance.conversation_id, instance.position, instance.message
+                )
+        return instance
 
 
 class FailedRun(models.Model):

@@ -68,7 +68,9 @@ def message_aad(data_key_id: int, conversation_id: int, position: int) -> bytes:
 def seal(cipher: AESGCM, data_key_id: int, conversation_id: int, position: int, text: str) -> str:
     """The envelope (JSON text) of ``text`` stored at ``position`` of ``conversation_id``."""
     nonce = os.urandom(NONCE_BYTES)
-    sealed = cipher.encrypt(nonce, text.encode(), message_aad(data_key_id, conversation_id, position))
+    sealed = cipher.encrypt(
+        nonce, text.encode(), message_aad(data_key_id, conversation_id, position)
+    )
     return f'{{"{MARKER}":{VERSION},"dk":{data_key_id},"ct":"{_b64(nonce + sealed)}"}}'
 
 
@@ -83,9 +85,7 @@ def envelope_key_id(value: dict[str, Any]) -> int:
     return key_id
 
 
-def open_sealed(
-    cipher: AESGCM, value: dict[str, Any], conversation_id: int, position: int
-) -> str:
+def open_sealed(cipher: AESGCM, value: dict[str, Any], conversation_id: int, position: int) -> str:
     """The text sealed in envelope ``value``, which must belong at this place."""
     key_id = envelope_key_id(value)
     try:

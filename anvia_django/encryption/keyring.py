@@ -80,7 +80,8 @@ def _keys_from_env(name: str) -> dict[str, str]:
         key_id, sep, key = part.partition("=")
         if not sep or not key_id.strip():
             raise KeyringError(
-                f"environment variable {name!r}: each entry must be id=base64 (entry {len(keys) + 1})"
+                f"environment variable {name!r}: each entry must be id=base64 "
+                f"(entry {len(keys) + 1})"
             )
         keys[key_id.strip()] = key.strip()
     return keys

@@ -213,3 +213,29 @@ def rotate_data_keys(alias: str, *, batch_size: int = 500) -> int:
                     wrapped_key=wrap(master, ring.current, owner, raw),
                 )
         last = page[-1][0]
+
+
+def open_rows(
+    alias: str, conversation_id: int, rows: Iterable[Any], *, position: int, message: int
+) -> list[Any]:
+    """``rows`` (tuples) with column ``message`` opened, each bound to
+    ``conversation_id`` and its column ``position``."""
+    opened = []
+    for row in rows:
+        values = list(row)
+        values[message] = open_message(alias, conversation_id, values[position], values[message])
+        opened.append(tuple(values))
+    return opened
+
+
+def reseal(
+    alias: str, value: Any, source: tuple[int, int], target: tuple[int, int, int, AESGCM]
+) -> str:
+    """``value`` stored at ``source`` (conversation id, position), sealed
+    again for ``target`` (data key id, conversation id, position, cipher):
+    what a fork's copy of a message needs."""
+    from anvia_django.core.memory.validation import dumps
+
+    text = open_text(alias, source[0], source[1], value)
+    key_id, conversation_id, position, cipher = target
+    return seal(cipher, key_id, conversation_id, position, dumps(value) if text is None else text)

@@ -51,7 +51,9 @@ def append_sealed_under_lock(alias: str, append: AppendRequest) -> LockedConvers
         append.encoded
     ):
         return None
-    sealed = seal_messages(cipher, key_id, conversation.id, conversation.first_position, append.encoded)
+    sealed = seal_messages(
+        cipher, key_id, conversation.id, conversation.first_position, append.encoded
+    )
     rows = NewMessages(
         conversation.id,
         conversation.first_position,

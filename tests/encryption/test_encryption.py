@@ -14,20 +14,29 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from anvia_django.checks import check_encryption
 from anvia_django.core.memory import MemoryContext
+from anvia_django.core.memory.branches import MemoryForkInput
 from anvia_django.encryption.envelope import DecryptionError
 from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import forget_keys
-from anvia_django.models import DataKey, MemoryMessage
+from anvia_django.models import Conversation, DataKey, MemoryMessage
 from anvia_django.persistence import (
+    ConversationFilter,
+    ExportedMessage,
     append_messages,
+    clear_conversation,
+    fork_conversation,
+    get_conversation_with_messages,
+    iter_export_records,
+    list_message_page,
+    load_entries,
     load_latest_messages,
     load_messages,
     pop_last_message,
 )
-
-from ..helpers import append_input, assistant, snapshot, user
-from .support import KEY_1, KEY_2, encryption
+from tests.encryption.support import KEY_1, KEY_2, encryption
+from tests.helpers import append_input, assistant, snapshot, user
 
 
 @pytest.fixture
@@ -48,15 +57,17 @@ def raw_messages(session_id: str) -> list[tuple[int, int, str]]:
     ]
 
 
-texts = st.text(alphabet=st.characters(blacklist_characters="\x00"))
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | texts,
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(texts.filter(lambda key: len(key) <= 5), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(texts.filter(lambda key: len(key) <= 5), children, max_size=3)
+    ),
     max_leaves=8,
 )
 messages = st.lists(
@@ -71,7 +82,9 @@ messages = st.lists(
 
 
 @pytest.mark.django_db
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(batches=st.lists(messages, min_size=1, max_size=3))
 def test_an_exact_round_trip(encrypted: None, batches: list[list[dict[str, Any]]]) -> None:
     MemoryMessage.objects.all().delete()
@@ -130,7 +143,8 @@ def test_swapped_ciphertexts_both_fail_loudly(encrypted: None) -> None:
     context = MemoryContext("s", user_id="u1")
     with pytest.raises(DecryptionError) as failed:
         load_messages(context)
-    assert "position 0" in str(failed.value) and "first" not in str(failed.value)
+    assert "position 0" in str(failed.value)
+    assert "first" not in str(failed.value)
     with pytest.raises(DecryptionError, match="position 1"):
         load_latest_messages(context, 1)
 
@@ -139,8 +153,8 @@ def test_swapped_ciphertexts_both_fail_loudly(encrypted: None) -> None:
 def test_a_row_copied_to_another_conversation_does_not_decrypt(encrypted: None) -> None:
     append_messages(append_input("a", [user("mine")], user_id="u1"))
     append_messages(append_input("b", [user("other")], user_id="u1"))
-    (_, _, text_a), = raw_messages("a")
-    (pk_b, _, _), = raw_messages("b")
+    ((_, _, text_a),) = raw_messages("a")
+    ((pk_b, _, _),) = raw_messages("b")
     MemoryMessage.objects.filter(pk=pk_b).update(message=json.loads(text_a))
     with pytest.raises(DecryptionError):
         load_messages(MemoryContext("b", user_id="u1"))
@@ -155,7 +169,8 @@ def test_a_wrong_master_key_names_its_id_and_writes_nothing() -> None:
     with override_settings(ANVIA_DJANGO=encryption(k1=KEY_2)):
         with pytest.raises(DecryptionError, match="'k1'") as failed:
             append_messages(append_input("s", [user("more")], user_id="u1"))
-        assert KEY_1 not in str(failed.value) and KEY_2 not in str(failed.value)
+        assert KEY_1 not in str(failed.value)
+        assert KEY_2 not in str(failed.value)
         with pytest.raises(DecryptionError, match="'k1'"):
             load_messages(MemoryContext("s", user_id="u1"))
     assert snapshot() == before
@@ -178,19 +193,22 @@ def test_a_missing_master_key_names_its_id_and_writes_nothing() -> None:
 def test_erase_destroys_the_users_data_key(encrypted: None) -> None:
     append_messages(append_input("a", [user("private")], user_id="u1"))
     append_messages(append_input("b", [user("kept")], user_id="u2"))
-    copy = list(MemoryMessage.objects.filter(conversation__session_id="a").values())
+    # A dump of the user's rows taken before the erasure.
+    dumped_conversations = list(Conversation.objects.filter(user_id="u1").values())
+    dumped_messages = list(MemoryMessage.objects.filter(conversation__user_id="u1").values())
     call_command("anvia_memory", "erase", "--user", "u1", "--yes", verbosity=0)
-    assert not MemoryMessage.objects.filter(conversation__session_id="a").exists()
+    assert not Conversation.objects.filter(user_id="u1").exists()
     assert list(DataKey.objects.values_list("owner", flat=True)) == ["user:u2"]
-    # The copy (a backup taken before) put back does not open any more, also
-    # in a process that never held the key.
+    # The dump restored, rows exactly as they were: nothing opens, also in a
+    # process that never held the key, and the error names the key.
     forget_keys()
-    append_messages(append_input("a", [user("new")], user_id="u1"))  # a new key
-    row = copy[0]
-    restored_conversation = MemoryMessage.objects.get(conversation__session_id="a").conversation_id
-    MemoryMessage.objects.create(**{**row, "id": None, "conversation_id": restored_conversation, "position": 1})
-    with pytest.raises((MissingKeyError, DecryptionError)):
+    for conversation in dumped_conversations:
+        Conversation.objects.create(**conversation)
+    for message in dumped_messages:
+        MemoryMessage.objects.create(**message)
+    with pytest.raises(MissingKeyError, match=r"data key \d+ does not exist") as failed:
         load_messages(MemoryContext("a", user_id="u1"))
+    assert "private" not in str(failed.value)
     assert load_messages(MemoryContext("b", user_id="u2")) == [user("kept")]
 
 
@@ -223,3 +241,74 @@ def test_the_default_path_has_no_encryption() -> None:
 
     assert not encryption_enabled()
     assert connection.vendor  # the suite's database
+
+
+@pytest.mark.django_db
+def test_a_fork_reseals_its_copies_for_itself(encrypted: None) -> None:
+    append_messages(append_input("src", [user("one"), assistant("two")], user_id="u1"))
+    fork_conversation(
+        MemoryForkInput(MemoryContext("src", user_id="u1"), session_id="fork", position=1)
+    )
+    assert load_messages(MemoryContext("fork", user_id="u1")) == [user("one")]
+    assert all("one" not in text for _, _, text in raw_messages("fork"))
+
+
+@pytest.mark.django_db
+def test_entries_export_and_the_inspector_open_sealed_messages(encrypted: None) -> None:
+    append_messages(append_input("s", [user("hello"), assistant("hi")], user_id="u1"))
+    context = MemoryContext("s", user_id="u1")
+    assert [entry.message for entry in load_entries(context)] == [user("hello"), assistant("hi")]
+    exported = [
+        record.message.message
+        for record in iter_export_records(ConversationFilter(user_id="u1"))
+        if isinstance(record, ExportedMessage)
+    ]
+    assert exported == [user("hello"), assistant("hi")]
+    conversation = Conversation.objects.get(session_id="s")
+    page = list_message_page(conversation.pk, after=None, limit=10)
+    assert [item.message for item in page.items] == [user("hello"), assistant("hi")]
+    whole = get_conversation_with_messages(conversation.ref)
+    assert whole is not None
+    assert [item.message for item in whole.messages] == [user("hello"), assistant("hi")]
+    # Model instances (the admin's record pages) too.
+    assert MemoryMessage.objects.get(position=0).message == user("hello")
+
+
+@pytest.mark.django_db
+def test_clearing_a_conversation_without_user_destroys_its_key(
+    encrypted: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    append_messages(append_input("s", [user("q")]))
+    assert DataKey.objects.filter(owner__startswith="conversation:").count() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        clear_conversation(MemoryContext("s"))
+    assert not DataKey.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"KEYS": {"k1": "not base64!"}, "CURRENT": "k1"}, "'k1' is not valid URL-safe base64"),
+        ({"KEYS": {"k1": "AAAA"}, "CURRENT": "k1"}, "'k1' decodes to 3 bytes; it must be 32"),
+        ({"KEYS": {"k1": KEY_1}, "CURRENT": "k9"}, "CURRENT 'k9' is not one of"),
+        ({"KEYS": {"k1": KEY_1}}, "CURRENT None is not one of"),
+        ({"KEYS_ENV": "ANVIA_TEST_NO_SUCH_VARIABLE", "CURRENT": "k1"}, "is not set"),
+    ],
+)
+def test_the_system_check_names_the_key_id_never_the_key(config: Any, expected: str) -> None:
+    with override_settings(ANVIA_DJANGO={"ENCRYPTION": config}):
+        errors = [m for m in check_encryption() if m.id == "anvia_django.E202"]
+    assert len(errors) == 1
+    assert expected in errors[0].msg
+    assert KEY_1 not in errors[0].msg
+
+
+def test_keys_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANVIA_TEST_KEYS", f"k2={KEY_2}")
+    config = {"KEYS": {"k1": KEY_1}, "KEYS_ENV": "ANVIA_TEST_KEYS", "CURRENT": "k2"}
+    with override_settings(ANVIA_DJANGO={"ENCRYPTION": config}):
+        assert [m.id for m in check_encryption()] == ["anvia_django.W201"]
+
+
+def test_no_check_message_without_encryption() -> None:
+    assert check_encryption() == []
