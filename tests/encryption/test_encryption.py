@@ -57,7 +57,7 @@ def raw_messages(session_id: str) -> list[tuple[int, int, str]]:
     ]
 
 
-texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"))
 json_values = st.recursive(
     st.none()
     | st.booleans()
