@@ -18,11 +18,13 @@ from anvia_django.core.memory.validation import loads
 from anvia_django.models import DataKey
 
 from .envelope import (
+    ENVELOPE_PREFIX,
     DecryptionError,
-    envelope_key_id,
+    envelope_parts,
     is_envelope,
     new_data_key,
     open_sealed,
+    parse_envelope_text,
     seal,
     unwrap,
     wrap,
@@ -149,17 +151,22 @@ def seal_messages(
     ]
 
 
-def open_text(alias: str, conversation_id: int, position: int, value: Any) -> str | None:
-    """The JSON text sealed in ``value``; ``None`` when ``value`` is not an
-    envelope (a row written before encryption was turned on)."""
-    if not is_envelope(value):
-        return None
-    pk = envelope_key_id(value)
+def _open(alias: str, key_id: int, ct: str, conversation_id: int, position: int) -> str:
     try:
-        return open_sealed(cipher_for(alias, pk), value, conversation_id, position)
+        return open_sealed(cipher_for(alias, key_id), key_id, ct, conversation_id, position)
     except DecryptionError:
         # A cached cipher may be a stale one for a reused id: fetch once more.
-        return open_sealed(cipher_for(alias, pk, cached=False), value, conversation_id, position)
+        cipher = cipher_for(alias, key_id, cached=False)
+        return open_sealed(cipher, key_id, ct, conversation_id, position)
+
+
+def open_text(alias: str, conversation_id: int, position: int, value: Any) -> str | None:
+    """The JSON text sealed in ``value`` (a decoded column value); ``None``
+    when it is not an envelope (a row written before encryption was on)."""
+    if not is_envelope(value):
+        return None
+    key_id, ct = envelope_parts(value)
+    return _open(alias, key_id, ct, conversation_id, position)
 
 
 def open_message(alias: str, conversation_id: int, position: int, value: Any) -> Any:
@@ -168,9 +175,32 @@ def open_message(alias: str, conversation_id: int, position: int, value: Any) ->
     return value if text is None else loads(text)
 
 
-def open_messages(alias: str, rows: Iterable[tuple[int, int, Any]]) -> list[Any]:
-    """``open_message`` of each ``(conversation id, position, value)``."""
-    return [open_message(alias, cid, position, value) for cid, position, value in rows]
+def open_column_text(alias: str, conversation_id: int, position: int, text: str) -> str:
+    """The JSON text of the message whose column holds ``text`` (an envelope's,
+    or a message's written before encryption was on)."""
+    if not text.startswith(ENVELOPE_PREFIX):
+        return text
+    key_id, ct = parse_envelope_text(text)
+    return _open(alias, key_id, ct, conversation_id, position)
+
+
+def open_column_texts(alias: str, rows: Iterable[tuple[int, int, str]]) -> list[Any]:
+    """The messages of ``(conversation id, position, column text)`` rows:
+    the loads' path, one cipher lookup per data key, no JSON parse of envelopes."""
+    opened: list[Any] = []
+    ciphers: dict[int, AESGCM] = {}
+    for conversation_id, position, text in rows:
+        if text.startswith(ENVELOPE_PREFIX):
+            key_id, ct = parse_envelope_text(text)
+            cipher = ciphers.get(key_id)
+            if cipher is None:
+                cipher = ciphers[key_id] = cipher_for(alias, key_id)
+            try:
+                text = open_sealed(cipher, key_id, ct, conversation_id, position)
+            except DecryptionError:
+                text = _open(alias, key_id, ct, conversation_id, position)
+        opened.append(loads(text))
+    return opened
 
 
 def destroy_data_key(alias: str, owner: str) -> int:

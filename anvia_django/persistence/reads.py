@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, cast
 
-from django.db.models import Field, Subquery
+from django.db.models import Field, Subquery, TextField
+from django.db.models.functions import Cast
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -94,7 +95,7 @@ def _load_sealed(
 ) -> list[Message]:
     """``load_messages`` (``latest``: ``load_latest_messages``) with
     encryption on: each row's place read with it, to open its envelope."""
-    from anvia_django.encryption.keys import open_message
+    from anvia_django.encryption.keys import open_column_texts
 
     newest = None if limit is None else (limit if latest else limit + 1)
     query = _messages_query(alias, _scoped(context), newest, with_runs=True, located=True)
@@ -106,7 +107,7 @@ def _load_sealed(
         rows.reverse()
     if limit is not None and not latest:
         rows = rows[window_start([row[2] for row in rows], limit) :]
-    return [open_message(alias, cid, position, message) for cid, position, _, message in rows]
+    return open_column_texts(alias, [(cid, position, text) for cid, position, _, text in rows])
 
 
 def _scoped(context: MemoryContext) -> bool:
@@ -144,9 +145,12 @@ def _messages_query(
     # queryset as the value of an exact lookup.
     owner = Subquery(Conversation.objects.filter(**session).values("pk")[:1])
     messages = MemoryMessage.objects.filter(conversation=owner)
-    columns = ("run_id", "message") if with_runs else ("message",)
-    if located:  # where each row is: what a sealed message is bound to
-        columns = ("conversation_id", "position", *columns)
+    columns: tuple[str, ...] = ("run_id", "message") if with_runs else ("message",)
+    if located:
+        # Where each row is (what a sealed message is bound to), and the
+        # column's text as stored: an envelope is opened, not JSON-decoded.
+        messages = messages.annotate(text=Cast("message", output_field=TextField()))
+        columns = ("conversation_id", "position", "run_id", "text")
     ordered = messages.order_by("position" if newest is None else "-position")
     return compile_once(ordered.values_list(*columns)[:newest], alias)
 

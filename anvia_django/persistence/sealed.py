@@ -20,15 +20,16 @@ from __future__ import annotations
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from anvia_django.core.memory.validation import loads
-from anvia_django.encryption.envelope import MARKER
-from anvia_django.encryption.keys import data_key_for, open_text, owner_of, seal_messages
+from anvia_django.encryption.keys import (
+    data_key_for,
+    open_column_text,
+    owner_of,
+    seal_messages,
+)
 from anvia_django.models import MemoryMessage
 
 from .dialects import AppendRequest, LockedConversation, NewMessages, dialect_for
 from .scope import check_scope
-
-_ENVELOPE_START = f'{{"{MARKER}":'
 
 
 def append_sealed_under_lock(alias: str, append: AppendRequest) -> LockedConversation | None:
@@ -78,11 +79,4 @@ def _stored_tail(alias: str, conversation_id: int, append: AppendRequest) -> lis
         .values_list("position", "text")[: len(append.encoded)]
     )
     stored.reverse()
-    texts: list[str] = []
-    for position, text in stored:
-        if text.startswith(_ENVELOPE_START):
-            opened = open_text(alias, conversation_id, position, loads(text))
-            texts.append(text if opened is None else opened)
-        else:
-            texts.append(text)
-    return texts
+    return [open_column_text(alias, conversation_id, position, text) for position, text in stored]
