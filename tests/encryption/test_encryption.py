@@ -4,12 +4,14 @@ erasure, rotation."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from anvia_django.checks import check_encryption
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.branches import MemoryForkInput
+from anvia_django.encryption import encryption_enabled
 from anvia_django.encryption.envelope import DecryptionError
 from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import forget_keys
@@ -237,10 +240,20 @@ def test_rows_written_before_encryption_still_read(encrypted: None) -> None:
 
 
 def test_the_default_path_has_no_encryption() -> None:
-    from anvia_django.encryption import encryption_enabled
-
+    """Without the setting nothing of encryption runs: a fresh process that
+    imports the store, the admin and the API and runs the system checks never
+    imports ``cryptography`` (an optional extra) nor the key code."""
     assert not encryption_enabled()
-    assert connection.vendor  # the suite's database
+    script = (
+        "import sys, django; django.setup()\n"
+        "import anvia_django.store, anvia_django.admin, anvia_django.api.views\n"
+        "from django.core import checks as django_checks\n"
+        "django_checks.run_checks()\n"
+        "assert 'cryptography' not in sys.modules, 'cryptography imported'\n"
+        "assert 'anvia_django.encryption.keys' not in sys.modules\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, timeout=120)
 
 
 @pytest.mark.django_db
