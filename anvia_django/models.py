@@ -256,6 +256,8 @@ class DataKey(models.Model):
 
     class Meta:
         verbose_name = "data key"
+        # Not in the admin; no permission should let anyone browse keys.
+        default_permissions = ()
         constraints = [models.UniqueConstraint(fields=["owner"], name="anvia_datakey_owner_uniq")]
 
     def __str__(self) -> str:

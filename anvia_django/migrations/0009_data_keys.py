@@ -27,6 +27,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "verbose_name": "data key",
+                "default_permissions": (),
                 "constraints": [
                     models.UniqueConstraint(fields=("owner",), name="anvia_datakey_owner_uniq")
                 ],
