@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.test import override_settings
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -325,3 +326,22 @@ def test_keys_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_no_check_message_without_encryption() -> None:
     assert check_encryption() == []
+
+
+@pytest.mark.django_db
+def test_the_admin_and_the_api_show_decrypted_transcripts_to_staff(
+    encrypted: None, admin_client: Any
+) -> None:
+    append_messages(append_input("s", [user("visible to staff")], user_id="u1"))
+    conversation = Conversation.objects.get(session_id="s")
+    message = MemoryMessage.objects.values_list("pk", flat=True).get()
+    pages = [
+        reverse("admin:anvia_django_conversation_change", args=[conversation.pk]),
+        reverse("admin:anvia_django_memorymessage_change", args=[message]),
+        f"/anvia/api/conversations/{conversation.ref}/",
+    ]
+    for page in pages:
+        response = admin_client.get(page)
+        assert response.status_code == 200, page
+        assert "visible to staff" in response.content.decode(), page
+        assert "anvia_enc" not in response.content.decode(), page
