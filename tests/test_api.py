@@ -19,7 +19,9 @@ from .inspector_data import make_conversations
 
 pytestmark = pytest.mark.django_db
 
-SUMMARY_KEYS = {"ref", "sessionId", "userId", "metadata", "createdAt", "updatedAt", "messageCount"}
+SUMMARY_KEYS = {
+    "ref", "sessionId", "userId", "scopeKey", "metadata", "createdAt", "updatedAt", "messageCount"
+}  # fmt: skip
 MESSAGE_KEYS = {"position", "runId", "turn", "createdAt", "message"}
 
 
@@ -97,6 +99,8 @@ def test_list_has_exactly_the_contract_keys(staff: APIClient, conversation: Conv
         "ref": conversation.ref,
         "sessionId": "thread-1",
         "userId": "u1",
+        # The suite's scope (session id alone) keys nothing besides the session.
+        "scopeKey": "",
         "metadata": {"k": "v"},
         "createdAt": conversation.created_at.isoformat(),
         "updatedAt": conversation.updated_at.isoformat(),

@@ -43,7 +43,8 @@ def test_the_schema_has_the_real_field_types(schema: dict[str, Any]) -> None:
     components = schema["components"]["schemas"]
     summary = components["ConversationSummary"]["properties"]
     assert set(summary) == {
-        "ref", "sessionId", "userId", "metadata", "createdAt", "updatedAt", "messageCount"
+        "ref", "sessionId", "userId", "scopeKey", "metadata", "createdAt", "updatedAt",
+        "messageCount",
     }  # fmt: skip
     assert summary["sessionId"]["type"] == "string"
     assert summary["userId"] == {"type": "string", "readOnly": True, "nullable": True}

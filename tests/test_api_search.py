@@ -21,7 +21,9 @@ from .test_search import HOSTILE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SUMMARY_KEYS = {"ref", "sessionId", "userId", "metadata", "createdAt", "updatedAt", "messageCount"}
+SUMMARY_KEYS = {
+    "ref", "sessionId", "userId", "scopeKey", "metadata", "createdAt", "updatedAt", "messageCount"
+}  # fmt: skip
 MESSAGE_KEYS = {"position", "runId", "turn", "createdAt", "message"}
 OWNER_MODE = {
     "INSPECTOR_OWNER_MODE": True,

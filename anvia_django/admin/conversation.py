@@ -30,6 +30,7 @@ from .links import change_url, changelist_url, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
 from .previews import SOURCE_CHARS, preview
+from .scope_filters import scope_list_filters
 from .search import ConversationTextSearchMixin
 from .transcript import json_text, transcript_entries
 
@@ -58,6 +59,7 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         "preview",
         "failed_marker",
         "user_id",
+        "scope_key",
         "message_count",
         "created_at",
         "updated_at",
@@ -78,6 +80,7 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
     fields = (
         "session_id",
         "user_id",
+        "scope_key",
         "ref",
         "message_count",
         "created_at",
@@ -85,6 +88,11 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         "metadata_json",
     )
     readonly_fields = fields
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        # A filter per metadata key of ANVIA_DJANGO["SCOPE"], after the marker's.
+        failed, *dates = super().get_list_filter(request)
+        return (failed, *scope_list_filters(), *dates)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         # The preview and the marker come with the page's own query.

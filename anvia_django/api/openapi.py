@@ -24,24 +24,23 @@ def view_schema() -> Any:
     project's ``DEFAULT_SCHEMA_CLASS`` need not be changed for them."""
     if not spectacular_available():
         return DefaultSchema()
-    from drf_spectacular.openapi import AutoSchema
+    from .spectacular_docs import InspectorAutoSchema
 
-    return AutoSchema()
+    return InspectorAutoSchema()
 
 
 def documented(operation: str) -> Callable[[F], F]:
     """Attach the schema of ``operation`` (see :mod:`.spectacular_docs`)."""
     if not spectacular_available():
         return _unchanged
-    from drf_spectacular.openapi import AutoSchema
     from drf_spectacular.utils import extend_schema
 
-    from .spectacular_docs import OPERATIONS
+    from .spectacular_docs import OPERATIONS, InspectorAutoSchema
 
     def decorate(function: F) -> F:
         # extend_schema builds on the project's DEFAULT_SCHEMA_CLASS unless the
         # function names its base; naming it spares projects that setting.
-        function.schema = AutoSchema  # type: ignore[attr-defined]
+        function.schema = InspectorAutoSchema  # type: ignore[attr-defined]
         return extend_schema(**OPERATIONS[operation])(function)
 
     return decorate

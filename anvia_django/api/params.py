@@ -58,6 +58,35 @@ def identifier_param(request: Request, name: str) -> str | None:
     return raw
 
 
+RESERVED_PARAMS = frozenset({"limit", "cursor", "after", "q", "userId", "runId", "format"})
+"""The API's own parameters: a metadata key named like one gets no filter."""
+
+
+def metadata_param_name(path: str) -> str:
+    """The query parameter of a scope metadata key: its dotted path in
+    camelCase (``tenant_id`` -> ``tenantId``, ``org.id`` -> ``orgId``)."""
+    first, *rest = (word for word in re.split(r"[._]", path) if word)
+    return first + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def metadata_params() -> dict[str, str]:
+    """Query parameter name -> dotted path, for each metadata key of the
+    ``SCOPE`` setting (none for a scope function)."""
+    names = {metadata_param_name(path): path for path in app_settings.scope.metadata_keys}
+    return {name: path for name, path in names.items() if name not in RESERVED_PARAMS}
+
+
+def metadata_filter_param(request: Request) -> dict[str, str]:
+    """The scope metadata values a request filters by (``?tenantId=acme``:
+    ``{"tenant_id": "acme"}``); each checked as an id is."""
+    values = {}
+    for name, path in metadata_params().items():
+        value = identifier_param(request, name)
+        if value is not None:
+            values[path] = value
+    return values
+
+
 def search_param(request: Request) -> str | None:
     """``q``, the words a message's text must hold; refused when empty,
     over-long or holding text no backend can compare."""

@@ -38,6 +38,15 @@ class ConversationSummarySerializer(serializers.Serializer[object]):
     ref = serializers.CharField(read_only=True)
     sessionId = serializers.CharField(source="session_id", read_only=True)
     userId = serializers.CharField(source="user_id", read_only=True, allow_null=True)
+    scopeKey = serializers.CharField(
+        source="scope_key",
+        read_only=True,
+        help_text=(
+            "What tells this conversation apart from others with its session id "
+            '(ANVIA_DJANGO["SCOPE"]): the user id, a JSON list of the user id and '
+            'metadata values, a scope function\'s string, or "" for none.'
+        ),
+    )
     metadata = MetadataField(read_only=True, allow_null=True)
     createdAt = UtcDateTimeField(source="created_at")
     updatedAt = UtcDateTimeField(source="updated_at")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 
+from .params import metadata_params
 from .serializers import (
     ConversationMessageSerializer,
     ConversationRunsSerializer,
@@ -166,3 +168,29 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+class InspectorAutoSchema(AutoSchema):
+    """drf-spectacular's schema, plus the list's filter per metadata key of
+    the ``SCOPE`` setting (``?tenantId=``), read when the schema is made."""
+
+    def get_override_parameters(self) -> list[Any]:
+        parameters: list[Any] = list(super().get_override_parameters())
+        if getattr(self.view, "action", None) == "list":
+            parameters.extend(_metadata_parameter(name, path) for name, path in _filters())
+        return parameters
+
+
+def _filters() -> list[tuple[str, str]]:
+    return list(metadata_params().items())
+
+
+def _metadata_parameter(name: str, path: str) -> OpenApiParameter:
+    return OpenApiParameter(
+        name,
+        OpenApiTypes.STR,
+        description=(
+            f"Only those whose metadata holds this string at `{path}` (a key of "
+            'ANVIA_DJANGO["SCOPE"]). See docs/inspector.md, Tenant filters.'
+        ),
+    )

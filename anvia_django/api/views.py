@@ -50,7 +50,14 @@ from .cursors import (
 from .openapi import documented, view_schema
 from .owners import visibility
 from .pagination import next_link
-from .params import after_param, identifier_param, limit_param, search_param, user_id_param
+from .params import (
+    after_param,
+    identifier_param,
+    limit_param,
+    metadata_filter_param,
+    search_param,
+    user_id_param,
+)
 from .renderers import READABLE_RENDERERS
 from .serializers import (
     ConversationMessageSerializer,
@@ -93,13 +100,15 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         token = request.query_params.get("cursor")
         after = decode_cursor(token) if token is not None else None
         q = search_param(request)
+        metadata = metadata_filter_param(request)
+        # Owner mode decides the user; metadata filters only narrow its rows.
         scope = visibility(request, user_id_param(request))
         if scope.nothing:
             return Response([])
         if q is None:
-            page = list_conversation_page(limit, scope.user_id, after=after)
+            page = list_conversation_page(limit, scope.user_id, after=after, metadata=metadata)
         else:
-            page = search_conversation_page(q, limit, scope.user_id, after=after)
+            page = search_conversation_page(q, limit, scope.user_id, after=after, metadata=metadata)
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))

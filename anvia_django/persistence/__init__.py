@@ -42,6 +42,7 @@ from .maintenance import (
     iter_export_records,
     resolve_conversation,
 )
+from .metadata_values import MetadataString, filter_by_metadata, validate_metadata_filter
 from .reads import load_latest_messages, load_messages
 from .rewind import rewind_conversation
 from .row_ids import conversation_row_ids, run_row_ids
@@ -75,6 +76,7 @@ __all__ = [
     "KeysetPage",
     "LineagePage",
     "MessagePage",
+    "MetadataString",
     "RowKey",
     "SearchHit",
     "SearchPage",
@@ -85,6 +87,7 @@ __all__ = [
     "count_conversations",
     "delete_matching_conversations",
     "erase_user_conversations",
+    "filter_by_metadata",
     "find_conversation",
     "first_matching_positions",
     "fork_conversation",
@@ -119,6 +122,7 @@ __all__ = [
     "usage_by_user",
     "validate_after",
     "validate_limit",
+    "validate_metadata_filter",
     "validate_query",
     "with_preview_columns",
     "write_summary",

@@ -36,10 +36,12 @@ from .inspection import validate_limit
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
 from .reads import load_messages
+from .reconnect import retry_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, find_conversation_id, scope_key
 
 
+@retry_if_connection_lost
 def load_through_summary(
     context: MemoryContext,
     *,
@@ -102,6 +104,7 @@ def load_compacted(
     return window_after_summary(summary, tail, limit)
 
 
+@retry_if_connection_lost
 def plan_compaction(
     context: MemoryContext,
     *,
@@ -155,6 +158,7 @@ def plan_compaction(
     )
 
 
+@retry_if_connection_lost(idempotent=False)
 def write_summary(
     plan: CompactionPlan,
     text: str,

@@ -36,6 +36,7 @@ from .inspection import validate_limit
 from .keyset import RowKey, older_than
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
+from .reconnect import retry_if_connection_lost
 from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from .scope import check_scope, scope_key
 
@@ -50,6 +51,7 @@ _SOURCE_FIELDS = (
 _COPIED = ("position", "run_id", "turn", "role", "message")
 
 
+@retry_if_connection_lost(idempotent=False)
 def fork_conversation(
     input: MemoryForkInput, *, using: str | None = None, scope: ConversationScope | None = None
 ) -> MemoryConversationSummary:

@@ -11,6 +11,7 @@ The listing, lookup and page queries are querysets compiled once per shape
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -32,6 +33,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .compiled import CompiledQuery, Slot, compile_once
 from .databases import read_alias
+from .metadata_values import filter_by_metadata, validate_metadata_filter
 from .rows import (
     FAILED_RUN_FIELDS,
     MESSAGE_FIELDS,
@@ -115,10 +117,15 @@ def list_conversation_page(
     user_id: str | None = None,
     *,
     after: ConversationKey | None = None,
+    metadata: Mapping[str, str] | None = None,
     using: str | None = None,
 ) -> ConversationPage:
     """Up to ``limit`` conversations newest first (ties: newest row first),
     starting after ``after``; one query whatever the page.
+
+    ``metadata``: dotted paths and the string each must hold in the
+    conversation's metadata (``{"tenant_id": "acme"}``); see
+    :mod:`.metadata_values` for what such a filter costs.
 
     A conversation updated while a client pages moves to the front, so a
     scan sees every conversation that was not updated during it exactly once.
@@ -126,7 +133,8 @@ def list_conversation_page(
     validate_limit(limit)
     # Also keeps text no backend can compare (U+0000 on PostgreSQL) out of the query.
     validate_identifier(user_id, "user_id", app_settings.input_limits, optional=True)
-    rows = _conversation_rows(read_alias(using), limit, user_id, after)
+    metadata = validate_metadata_filter(metadata)
+    rows = _conversation_rows(read_alias(using), limit, user_id, after, metadata)
     next_key = None
     if len(rows) > limit:
         last = rows[limit - 1]
@@ -143,19 +151,32 @@ _CONVERSATION = Conversation._meta
 
 
 def _conversation_rows(
-    alias: str, limit: int, user_id: str | None, after: ConversationKey | None
+    alias: str,
+    limit: int,
+    user_id: str | None,
+    after: ConversationKey | None,
+    metadata: Mapping[str, str],
 ) -> list[list[Any]]:
     """``limit + 1`` rows of ``("id", *SUMMARY_FIELDS)``, newest first."""
-    query = _listing_query(alias, user_id is not None, after is not None, limit + 1)
+    paths = tuple(sorted(metadata))
+    query = _listing_query(alias, user_id is not None, after is not None, limit + 1, paths)
     values: dict[str, Any] = {"user_id": user_id}
+    values.update((_metadata_slot(path), value) for path, value in metadata.items())
     if after is not None:
         values.update(updated_at=after.updated_at, id=after.id)
     return query.rows(alias, values)
 
 
 @lru_cache(maxsize=64)
-def _listing_query(alias: str, by_user: bool, keyset: bool, rows: int) -> CompiledQuery:
+def _listing_query(
+    alias: str, by_user: bool, keyset: bool, rows: int, metadata_paths: tuple[str, ...] = ()
+) -> CompiledQuery:
     conversations = _conversations(by_user)
+    if metadata_paths:
+        conversations = filter_by_metadata(
+            conversations,
+            {path: Slot(_metadata_slot(path), _METADATA_VALUE) for path in metadata_paths},
+        )
     if keyset:
         # "Before (k, id)" as a range on updated_at minus the ties at k: the
         # range is an index condition on (updated_at, id) and on (user_id,
@@ -257,6 +278,14 @@ def get_conversation_with_messages(
         messages = open_rows(alias, found.id, messages, position=0, message=4)
     summary = found.summary
     return MemoryConversation.from_summary(summary, [message_from_row(row) for row in messages])
+
+
+_METADATA_VALUE = _CONVERSATION.get_field("session_id")
+"""How a metadata value is bound: as text compared exactly, like an id."""
+
+
+def _metadata_slot(path: str) -> str:
+    return f"metadata:{path}"
 
 
 def _conversations(by_user: bool) -> QuerySet[Conversation, Any]:

@@ -22,9 +22,11 @@ from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 from .databases import write_alias
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
+from .reconnect import retry_if_connection_lost
 from .scope import check_scope, scope_key
 
 
+@retry_if_connection_lost(idempotent=False)
 def rewind_conversation(
     context: MemoryContext,
     to_position: int,
@@ -38,8 +40,9 @@ def rewind_conversation(
     the message count (remove nothing, write nothing); beyond that it is an
     :class:`InvalidMemoryInputError` naming ``to_position``.
 
-    Not retried on a lost connection: a rewind that committed before the
-    connection died, retried after a new append, would remove that append.
+    Run again on a lost connection only when none of its statements got an
+    answer: a rewind that committed before the connection died, retried
+    after a new append, would remove that append.
     """
     validate_context(context, app_settings.input_limits)
     validate_position(to_position, "to_position")

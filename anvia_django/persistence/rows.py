@@ -23,6 +23,7 @@ SUMMARY_FIELDS = (
     "created_at",
     "updated_at",
     "message_count",
+    "scope_key",
 )
 MESSAGE_FIELDS = ("position", "run_id", "turn", "created_at", "message")
 FAILED_RUN_FIELDS = (
@@ -36,7 +37,7 @@ FAILED_RUN_FIELDS = (
 
 
 def summary_from_row(row: tuple[Any, ...]) -> MemoryConversationSummary:
-    ref, session_id, user_id, metadata, created_at, updated_at, message_count = row
+    ref, session_id, user_id, metadata, created_at, updated_at, message_count, scope_key = row
     return MemoryConversationSummary(
         ref=ref,
         session_id=session_id,
@@ -45,6 +46,7 @@ def summary_from_row(row: tuple[Any, ...]) -> MemoryConversationSummary:
         created_at=as_utc(created_at),
         updated_at=as_utc(updated_at),
         message_count=message_count,
+        scope_key=scope_key,
     )
 
 

@@ -11,6 +11,7 @@ one conversation, newest conversation first for conversations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from anvia_django.models import Conversation, MemoryMessage
 from .databases import read_alias
 from .inspection import ConversationKey, ConversationPage, MessagePage, validate_after
 from .inspection import validate_limit as _validate_limit
+from .metadata_values import filter_by_metadata, validate_metadata_filter
 from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
 from .search_text import message_text, snippet
 from .text_match import MatchesText, SearchTerms, can_match, terms_of
@@ -159,10 +161,11 @@ def search_conversation_page(
     user_id: str | None = None,
     *,
     after: ConversationKey | None = None,
+    metadata: Mapping[str, str] | None = None,
     using: str | None = None,
 ) -> ConversationPage:
     """``list_conversation_page`` keeping only conversations with a message
-    whose text matches ``q``; the same order and keyset."""
+    whose text matches ``q``; the same order, keyset and filters."""
     terms = validate_query(q)
     _validate_limit(limit)
     alias = read_alias(using)
@@ -171,6 +174,7 @@ def search_conversation_page(
     conversations = matching_conversations(Conversation.objects.using(alias), terms)
     if user_id is not None:
         conversations = conversations.filter(user_id=user_id)
+    conversations = filter_by_metadata(conversations, validate_metadata_filter(metadata))
     if after is not None:
         # The listing's keyset: a range on updated_at minus the ties at the key.
         conversations = conversations.filter(updated_at__lte=after.updated_at).exclude(

@@ -35,6 +35,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .dialects import AppendRequest, dialect_for
+from .failed_runs import bounded_failed_run
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
@@ -143,6 +144,7 @@ def _append_under_lock(
     return conversation
 
 
+@retry_if_connection_lost(idempotent=False)
 def pop_last_message(
     context: MemoryContext, *, using: str | None = None, scope: ConversationScope | None = None
 ) -> Message | None:
@@ -220,7 +222,7 @@ def record_failed_run(
     encoded = validate_error_input(input, app_settings.input_limits)
     key = scope_key(input.context, scope)
     alias = write_alias(using)
-    error = describe_error(input.error)
+    error, encoded = bounded_failed_run(alias, describe_error(input.error), encoded)
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, key, now, reserve=0)

@@ -26,7 +26,9 @@ from .report import record
 pytestmark = pytest.mark.django_db
 
 SECRET = "stored-secret-content"
-SUMMARY_KEYS = {"ref", "sessionId", "userId", "metadata", "createdAt", "updatedAt", "messageCount"}
+SUMMARY_KEYS = {
+    "ref", "sessionId", "userId", "scopeKey", "metadata", "createdAt", "updatedAt", "messageCount"
+}  # fmt: skip
 MESSAGE_KEYS = {"position", "runId", "turn", "createdAt", "message"}
 URL_SAFE = set(string.ascii_letters + string.digits + "-_")
 

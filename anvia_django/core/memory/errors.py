@@ -6,6 +6,7 @@ None of them shadows Python's built-in ``MemoryError``.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -43,11 +44,39 @@ class ErrorDescription:
 
 
 def describe_error(error: BaseException) -> ErrorDescription:
+    """What a store keeps of ``error``; never raises.
+
+    An exception whose ``__str__`` or ``__repr__`` raises, whose type name
+    or traceback cannot be formatted, or whose ``__cause__``/``__context__``
+    chain loops is still described: each part that fails becomes a
+    placeholder naming what could not be formatted. ``error`` is not changed.
+    """
     return ErrorDescription(
-        type=error_type_name(error)[:255],
-        message=storable_text(str(error)),
-        traceback=storable_text("".join(traceback.format_exception(error))),
+        type=_safely(lambda: error_type_name(error), "<the error's type name")[:255],
+        message=storable_text(_safely(lambda: _message(error), "<the error's message")),
+        traceback=storable_text(_safely(lambda: _traceback(error), "<the traceback")),
     )
+
+
+def _message(error: BaseException) -> str:
+    # A plain ``str``: a subclass's own methods could raise later.
+    return str.__str__(str(error))
+
+
+def _traceback(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error))
+
+
+def _safely(format: Callable[[], str], placeholder: str) -> str:
+    """``format()``, or ``placeholder`` with why it failed, if formatting raised."""
+    try:
+        return format()
+    except Exception as failure:
+        try:
+            reason = type(failure).__qualname__
+        except Exception:
+            reason = "an error"
+        return f"{placeholder} could not be formatted: {reason}>"
 
 
 def storable_text(text: str) -> str:

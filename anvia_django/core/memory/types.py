@@ -70,6 +70,9 @@ class MemoryConversationSummary:
     created_at: datetime
     updated_at: datetime
     message_count: int
+    scope_key: str = ""
+    """What tells it apart from other conversations with its session id
+    (``ANVIA_DJANGO["SCOPE"]``); ``""`` for none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,111 @@
+"""A string inside a conversation's metadata, as a query expression.
+
+``Conversation.metadata`` is JSON text (``ExactJSONField``), so Django's
+``metadata__tenant_id`` key lookups do not apply to it. :class:`MetadataString`
+reads the value at a dotted path (``"tenant_id"``, ``"org.id"``) with each
+backend's JSON functions, and only when that value is a JSON string; any
+other value (a number, an object, a missing key, no metadata) reads as NULL,
+so ``tenant_id: 5`` never matches ``"5"``. Compared byte for byte on every
+backend, as the scope key is.
+
+Cost: no index holds these values (one would need a migration per
+configured key), so a filter on one reads the rows its other conditions
+select, newest first, until the page is full: a listing filtered by a
+tenant walks the ``updated_at`` index (or the user's, with ``userId``) and
+checks each row's metadata. A page of a tenant that holds a fraction f of
+the conversations reads about ``limit / f`` rows; the planner may prefer a
+scan and a sort (PostgreSQL at 10,000 rows: all of them, 13 ms).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django.db.models import Expression, F, Func, QuerySet, TextField
+
+from anvia_django.conf import app_settings
+from anvia_django.core.memory.validation import validate_identifier
+from anvia_django.fields import exact_collation
+from anvia_django.models import Conversation
+
+
+class MetadataString(Func):
+    """The string at ``path`` in ``Conversation.metadata`` (or ``field``), else NULL."""
+
+    output_field = TextField()
+
+    def __init__(self, path: str, field: str = "metadata") -> None:
+        super().__init__(F(field))
+        self.path = path
+        self.keys = path.split(".")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+    def _column(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        expression: Expression = self.get_source_expressions()[0]
+        sql, params = compiler.compile(expression)
+        return sql, list(params)
+
+    def _json_path(self) -> str:
+        # '$."org"."id"': each key quoted, so dots and quotes in names are safe.
+        return "$" + "".join(f".{json.dumps(key)}" for key in self.keys)
+
+    def as_sql(
+        self,
+        compiler: Any,
+        connection: Any,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no SQL for {connection.vendor}")
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        column, params = self._column(compiler, connection)
+        path = self._json_path()
+        sql = f"(CASE WHEN JSON_TYPE({column}, %s) = 'text' THEN JSON_EXTRACT({column}, %s) END)"
+        return sql, [*params, path, *params, path]
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        column, params = self._column(compiler, connection)
+        value = f"(({column})::jsonb #> %s)"
+        sql = f"(CASE WHEN jsonb_typeof({value}) = 'string' THEN {value} #>> '{{}}' END)"
+        return sql, [*params, self.keys, *params, self.keys]
+
+    def as_mysql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        column, params = self._column(compiler, connection)
+        value = f"JSON_EXTRACT({column}, %s)"
+        unquoted = f"JSON_UNQUOTE({value})"
+        collation = exact_collation(connection)
+        if collation is not None:
+            # Compared as the ids are: byte for byte, whatever JSON_UNQUOTE returns.
+            unquoted = f"CONVERT({unquoted} USING utf8mb4) COLLATE {collation}"
+        sql = f"(CASE WHEN JSON_TYPE({value}) = 'STRING' THEN {unquoted} END)"
+        path = self._json_path()
+        return sql, [*params, path, *params, path]
+
+
+def filter_by_metadata(
+    conversations: QuerySet[Conversation, Any], values: Mapping[str, Any]
+) -> QuerySet[Conversation, Any]:
+    """``conversations`` whose metadata holds, at each dotted path of
+    ``values``, that string (a value or a :class:`Slot`)."""
+    if not values:
+        return conversations
+    aliases = {f"_metadata_{index}": MetadataString(path) for index, path in enumerate(values)}
+    conversations = conversations.alias(**aliases)
+    return conversations.filter(**{name: values[aliased.path] for name, aliased in aliases.items()})
+
+
+def validate_metadata_filter(metadata: Mapping[str, str] | None) -> Mapping[str, str]:
+    """``metadata`` (``{}`` for ``None``) with each value checked as an id
+    is: a non-empty string no backend refuses to compare."""
+    if not metadata:
+        return {}
+    for path, value in metadata.items():
+        validate_identifier(value, f"metadata {path!r}", app_settings.input_limits, optional=False)
+    return metadata
