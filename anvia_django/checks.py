@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import connections, router
 
-from .conf import DEFAULTS, REMOVED, SETTINGS_NAME
+from .conf import DEFAULTS, REMOVED, SETTINGS_NAME, app_settings
 from .core.memory.scope import parse_scope
 
 
@@ -23,6 +23,7 @@ def register() -> None:
     checks.register(check_database_vendors, checks.Tags.compatibility)
     # Asks each SQLite database's library: run by ``migrate`` and ``check --database``.
     checks.register(check_content_search, checks.Tags.database)
+    checks.register(check_encryption, checks.Tags.security)
     checks.register(check_use_tz)
 
 
@@ -270,6 +271,50 @@ def check_content_search(
         if connections[alias].vendor == "sqlite"
         and router.allow_migrate_model(alias, Conversation)
         and not sqlite_has_fts5(connections[alias])
+    ]
+
+
+def check_encryption(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """``ANVIA_DJANGO["ENCRYPTION"]``: the keyring parses (messages name key
+    ids, never keys), ``cryptography`` is installed, and what search does."""
+    from .encryption import encryption_enabled
+
+    if not encryption_enabled():
+        return []
+    from .encryption.keyring import KeyringError, parse_keyring
+
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        return [
+            checks.Error(
+                "ANVIA_DJANGO['ENCRYPTION'] is set but the cryptography package is not installed.",
+                hint='pip install "anvia-django[encryption]"',
+                id="anvia_django.E201",
+            )
+        ]
+    try:
+        parse_keyring(app_settings.ENCRYPTION)
+    except KeyringError as error:
+        return [
+            checks.Error(
+                f"ANVIA_DJANGO['ENCRYPTION']: {error}.",
+                hint="Each key is the URL-safe base64 of 32 random bytes, e.g. "
+                "base64.urlsafe_b64encode(os.urandom(32)); CURRENT names one of them.",
+                id="anvia_django.E202",
+            )
+        ]
+    return [
+        checks.Warning(
+            "Encryption at rest is on: content search (the admin's search box, ?q= in "
+            "the API) does not see encrypted messages, only rows written before it was "
+            "turned on.",
+            hint="See docs/production.md, 'Encryption at rest'. Silence with "
+            "SILENCED_SYSTEM_CHECKS once accepted.",
+            id="anvia_django.W201",
+        )
     ]
 
 

@@ -53,6 +53,11 @@ DEFAULTS: dict[str, Any] = {
     # path to a function of the context returning a stable string. See
     # anvia_django/core/memory/scope.py and docs/scopes.md.
     "SCOPE": {"user_id": True, "metadata_keys": []},
+    # Encryption at rest of message content (None: off). A dict with KEYS
+    # (key id -> URL-safe base64 of 32 bytes), CURRENT (the id new data keys
+    # are wrapped with), optionally KEYS_ENV and KEY_DATABASE. See
+    # anvia_django/encryption/keyring.py and docs/production.md.
+    "ENCRYPTION": None,
 }
 
 REMOVED = {
@@ -135,6 +140,10 @@ class AppSettings:
     def STORE_THREADS(self) -> int | None:
         value = self._get("STORE_THREADS")
         return None if value is None else int(value)
+
+    @property
+    def ENCRYPTION(self) -> Any:
+        return self._get("ENCRYPTION")
 
     @property
     def scope(self) -> ConversationScope:

@@ -7,11 +7,14 @@ models directly: positions and counts are kept consistent there.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Collection
+from typing import Any, Self
 
 from django.db import models
 
 from .conf import ID_MAX_LENGTH
 from .core.memory.scope import SCOPE_KEY_MAX_LENGTH
+from .encryption import encryption_enabled
 from .fields import ExactJSONField, ExactTextField, IdentifierField
 
 REF_LENGTH = 22
@@ -125,6 +128,23 @@ class MemoryMessage(models.Model):
             where = f"conversation {self.conversation_id}"
         return f"{where} · #{self.position} {self.role}"
 
+    @classmethod
+    def from_db(
+        cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any
+    ) -> Self:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        if encryption_enabled():
+            # Model instances (the admin's record pages) open sealed messages
+            # too; a deferred message or place stays as it is.
+            loaded = instance.__dict__
+            if "message" in loaded and "position" in loaded and "conversation_id" in loaded:
+                from .encryption.keys import open_message
+
+                instance.message = open_message(
+                    db or "default", instance.conversation_id, instance.position, instance.message
+                )
+        return instance
+
 
 class FailedRun(models.Model):
     conversation = models.ForeignKey(
@@ -216,3 +236,29 @@ class MemorySummary(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id} 0..{self.covers_through}"
+
+
+class DataKey(models.Model):
+    """A data key of encryption at rest (``ANVIA_DJANGO["ENCRYPTION"]``), wrapped
+    by a master key: one per user, or per conversation when it has no user.
+
+    Destroying the row makes every message sealed under it unreadable,
+    wherever copies of those rows are. May live on a database of its own
+    (``ENCRYPTION["KEY_DATABASE"]``, with a router): see docs/production.md.
+    """
+
+    # "user:<user id>" or "conversation:<ref>".
+    owner = IdentifierField(max_length=ID_MAX_LENGTH + 16)
+    master_key_id = IdentifierField(max_length=64)
+    # URL-safe base64 of the nonce and the sealed key.
+    wrapped_key = IdentifierField(max_length=128)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "data key"
+        # Not in the admin; no permission should let anyone browse keys.
+        default_permissions = ()
+        constraints = [models.UniqueConstraint(fields=["owner"], name="anvia_datakey_owner_uniq")]
+
+    def __str__(self) -> str:
+        return f"data key {self.pk} ({self.master_key_id})"

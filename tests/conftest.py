@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +43,24 @@ def _owner_checked_scope_unless_a_test_names_one() -> Iterator[None]:
     conf.app_settings.reload()
     yield
     conf.DEFAULTS["SCOPE"] = original
+    conf.app_settings.reload()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _encryption_on_when_asked() -> Iterator[None]:
+    """``ANVIA_TEST_ENCRYPTION=1``: the whole run with encryption at rest on
+    (a test keyring), to find the paths that do not open sealed messages.
+    Tests that compare raw columns or count statements then fail by design."""
+    if os.environ.get("ANVIA_TEST_ENCRYPTION") != "1":
+        yield
+        return
+    from tests.encryption.support import encryption
+
+    original = conf.DEFAULTS["ENCRYPTION"]
+    conf.DEFAULTS["ENCRYPTION"] = encryption()["ENCRYPTION"]
+    conf.app_settings.reload()
+    yield
+    conf.DEFAULTS["ENCRYPTION"] = original
     conf.app_settings.reload()
 
 

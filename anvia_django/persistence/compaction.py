@@ -28,6 +28,7 @@ from anvia_django.core.memory.compaction import (
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context, validate_message
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import MemoryMessage, MemorySummary
 
 from .databases import read_alias, write_alias
@@ -87,12 +88,19 @@ def load_compacted(
     if newest is None:
         return None
     conversation_id, covers_through, summary = newest
-    tail = list(
+    after_summary = (
         MemoryMessage.objects.using(alias)
         .filter(conversation_id=conversation_id, position__gt=covers_through)
         .order_by("position")
-        .values_list("run_id", "message")
     )
+    if encryption_enabled():
+        from anvia_django.encryption.keys import open_rows
+
+        located = after_summary.values_list("position", "run_id", "message")
+        opened = open_rows(alias, conversation_id, located, position=0, message=2)
+        tail = [(run_id, message) for _, run_id, message in opened]
+    else:
+        tail = list(after_summary.values_list("run_id", "message"))
     return window_after_summary(summary, tail, limit)
 
 
@@ -126,6 +134,10 @@ def plan_compaction(
         .order_by("position")
         .values_list("pk", "position", "run_id", "message")
     )
+    if encryption_enabled():
+        from anvia_django.encryption.keys import open_rows
+
+        rows = open_rows(alias, conversation_id, rows, position=1, message=3)
     messages = [row[3] for row in rows]
     start = kept_from(
         messages,

@@ -7,6 +7,7 @@ from anvia_django.core.memory.entries import HistoryEntry, StoredRow, windowed_e
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import MemoryMessage, MemorySummary
 
 from .databases import write_alias
@@ -48,6 +49,10 @@ def load_entries(
         # One more than the window, so the run boundary before it is visible.
         rows = list(messages.order_by("-position").values_list(*columns)[: limit + 1])
         rows.reverse()
+    if encryption_enabled():
+        from anvia_django.encryption.keys import open_rows
+
+        rows = open_rows(alias, conversation_id, rows, position=0, message=2)
     stored = [StoredRow(position, run_id, message) for position, run_id, message in rows]
     return windowed_entries(stored, limit, summary)
 

@@ -27,6 +27,8 @@ from anvia_django.core.memory.branches import (
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
+from anvia_django.encryption import encryption_enabled
+from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 
 from .databases import read_alias, write_alias
@@ -105,7 +107,7 @@ def fork_conversation(
             raise InvalidMemoryInputError(
                 "already names a conversation; a fork needs a new session id", path="session_id"
             ) from None
-        _copy_messages(alias, source_id, fork.pk, input.position, now)
+        _copy_messages(alias, source_id, fork.pk, input.position, now, owner=(user_id, fork.ref))
         _copy_summaries(alias, source_id, fork.pk, input.position)
         send_after_commit(
             signals.conversation_forked,
@@ -120,7 +122,28 @@ def fork_conversation(
     return summary_from_row(tuple(getattr(fork, name) for name in SUMMARY_FIELDS))
 
 
-def _copy_messages(alias: str, source_id: int, fork_id: int, up_to: int, now: datetime) -> None:
+def _copy_messages(
+    alias: str,
+    source_id: int,
+    fork_id: int,
+    up_to: int,
+    now: datetime,
+    *,
+    owner: tuple[str | None, str],
+) -> None:
+    """Copy the source's messages before ``up_to`` into the fork (``owner``:
+    its user id and ref). With encryption on each copy is sealed again: the
+    associated data binds a ciphertext to its conversation."""
+    seal_copy: Any = None
+    if encryption_enabled():
+        from anvia_django.encryption.keys import data_key_for, owner_of, reseal
+
+        key_id, cipher = data_key_for(alias, owner_of(*owner))
+
+        def seal_copy(position: int, value: Any) -> EncodedJSON:
+            target = (key_id, fork_id, position, cipher)
+            return EncodedJSON(reseal(alias, value, (source_id, position), target))
+
     # Keyset batches on the (conversation, position) index: memory stays
     # bounded and no batch rescans the rows before it.
     messages = MemoryMessage.objects.using(alias).filter(conversation_id=source_id)
@@ -135,6 +158,8 @@ def _copy_messages(alias: str, source_id: int, fork_id: int, up_to: int, now: da
             break
         # Stamped with the fork's time, like every message of a conversation
         # (made within its lifetime); the source keeps the original times.
+        if seal_copy is not None:
+            rows = [(row[0], *row[1:-1], seal_copy(row[0], row[-1])) for row in rows]
         copies = [
             MemoryMessage(
                 conversation_id=fork_id, created_at=now, **dict(zip(_COPIED, row, strict=True))

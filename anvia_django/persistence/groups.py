@@ -36,6 +36,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from anvia_django import signals
 from anvia_django.core.memory.types import MemoryAppendInput
+from anvia_django.encryption import encryption_enabled
 
 from .dialects import AppendRequest, dialect_for
 from .notify import send_after_commit
@@ -57,7 +58,7 @@ def groups_appends(connection: BaseDatabaseWrapper) -> bool:
 def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
     """Run the ``append_messages`` calls of ``members`` as one group on ``alias``."""
     dialect = dialect_for(alias)
-    if not dialect.appends_in_one_statement(alias):
+    if encryption_enabled() or not dialect.appends_in_one_statement(alias):
         return _in_one_transaction_without_savepoints(alias, members)
     outcomes: list[Outcome | None] = [None] * len(members)
     requests: list[tuple[int, AppendRequest]] = []

@@ -28,6 +28,7 @@ from anvia_django.core.memory.types import (
     MemoryConversationSummary,
 )
 from anvia_django.core.memory.validation import validate_identifier
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .compiled import CompiledQuery, Slot, compile_once
@@ -221,6 +222,10 @@ def list_message_page(
     alias = read_alias(using)
     query = _message_page_query(alias, after is not None, limit + 1)
     rows = query.rows(alias, {"conversation": conversation_id, "after": after})
+    if encryption_enabled():
+        from anvia_django.encryption.keys import open_rows
+
+        rows = open_rows(alias, conversation_id, rows, position=0, message=4)
     return MessagePage(
         items=[message_from_row(tuple(row)) for row in rows[:limit]], has_more=len(rows) > limit
     )
@@ -260,12 +265,17 @@ def get_conversation_with_messages(
     found = find_conversation(ref, using=using)
     if found is None:
         return None
-    messages = (
-        MemoryMessage.objects.using(read_alias(using))
+    alias = read_alias(using)
+    messages: Any = (
+        MemoryMessage.objects.using(alias)
         .filter(conversation_id=found.id)
         .order_by("position")
         .values_list(*MESSAGE_FIELDS)
     )
+    if encryption_enabled():
+        from anvia_django.encryption.keys import open_rows
+
+        messages = open_rows(alias, found.id, messages, position=0, message=4)
     summary = found.summary
     return MemoryConversation.from_summary(summary, [message_from_row(row) for row in messages])
 

@@ -17,6 +17,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from .databases import read_alias, write_alias
@@ -204,7 +205,12 @@ def _message_pages(
     while True:
         page = messages.filter(after) if after is not None else messages
         rows = list(page.values_list("conversation_id", *MESSAGE_FIELDS)[:batch_size])
-        yield from rows
+        if encryption_enabled():
+            from anvia_django.encryption.keys import open_message
+
+            yield from ((*row[:-1], open_message(alias, row[0], row[1], row[-1])) for row in rows)
+        else:
+            yield from rows
         if len(rows) < batch_size:
             return
         conversation_id, position = rows[-1][0], rows[-1][1]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, cast
 
-from django.db.models import Field, Subquery
+from django.db.models import Field, Subquery, TextField
+from django.db.models.functions import Cast
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -13,6 +14,7 @@ from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, MemoryMessage
 
 from .compiled import CompiledQuery, Slot, compile_once
@@ -38,6 +40,8 @@ def load_messages(
     validate_context(context, app_settings.input_limits)
     values = _values(context, scope)
     alias = write_alias(using)
+    if encryption_enabled():
+        return _load_sealed(context, alias, values, limit, latest=False)
     # One query when the context is trusted or the session has messages its
     # user may read; a second one only when a user-scoped read found nothing,
     # to tell an empty or unknown session from another user's.
@@ -77,11 +81,33 @@ def load_latest_messages(
     if not count:
         _check_owner(context, alias, values)
         return []
+    if encryption_enabled():
+        return _load_sealed(context, alias, values, count, latest=True)
     messages = _messages_query(alias, _scoped(context), count).column(alias, values)
     if not messages:
         _check_owner(context, alias, values)
     messages.reverse()
     return messages
+
+
+def _load_sealed(
+    context: MemoryContext, alias: str, values: dict[str, Any], limit: int | None, *, latest: bool
+) -> list[Message]:
+    """``load_messages`` (``latest``: ``load_latest_messages``) with
+    encryption on: each row's place read with it, to open its envelope."""
+    from anvia_django.encryption.keys import open_column_texts
+
+    newest = None if limit is None else (limit if latest else limit + 1)
+    query = _messages_query(alias, _scoped(context), newest, with_runs=True, located=True)
+    rows = query.rows(alias, values)
+    if not rows:
+        _check_owner(context, alias, values)
+        return []
+    if newest is not None:
+        rows.reverse()
+    if limit is not None and not latest:
+        rows = rows[window_start([row[2] for row in rows], limit) :]
+    return open_column_texts(alias, [(cid, position, text) for cid, position, _, text in rows])
 
 
 def _scoped(context: MemoryContext) -> bool:
@@ -95,7 +121,12 @@ def _values(context: MemoryContext, scope: ConversationScope | None) -> dict[str
 
 @lru_cache(maxsize=64)
 def _messages_query(
-    alias: str, scoped: bool, newest: int | None, *, with_runs: bool = False
+    alias: str,
+    scoped: bool,
+    newest: int | None,
+    *,
+    with_runs: bool = False,
+    located: bool = False,
 ) -> CompiledQuery:
     """The message column (``run_id`` and message with ``with_runs``) in
     position order, or the ``newest`` rows newest first."""
@@ -114,7 +145,12 @@ def _messages_query(
     # queryset as the value of an exact lookup.
     owner = Subquery(Conversation.objects.filter(**session).values("pk")[:1])
     messages = MemoryMessage.objects.filter(conversation=owner)
-    columns = ("run_id", "message") if with_runs else ("message",)
+    columns: tuple[str, ...] = ("run_id", "message") if with_runs else ("message",)
+    if located:
+        # Where each row is (what a sealed message is bound to), and the
+        # column's text as stored: an envelope is opened, not JSON-decoded.
+        messages = messages.annotate(text=Cast("message", output_field=TextField()))
+        columns = ("conversation_id", "position", "run_id", "text")
     ordered = messages.order_by("position" if newest is None else "-position")
     return compile_once(ordered.values_list(*columns)[:newest], alias)
 

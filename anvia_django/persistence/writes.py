@@ -28,6 +28,7 @@ from anvia_django.core.memory.validation import (
     validate_context,
     validate_error_input,
 )
+from anvia_django.encryption import encryption_enabled
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
@@ -65,6 +66,10 @@ def append_messages(
     if append is None:
         return
     alias = write_alias(using)
+    if encryption_enabled():
+        # Sealed messages are appended in steps (see .sealed).
+        _append_in_steps(alias, input, append, savepoint)
+        return
     conversation = dialect_for(alias).append_in_one_statement(alias, append)
     if conversation is None:
         _append_in_steps(alias, input, append, savepoint)
@@ -128,7 +133,12 @@ def _append_under_lock(
     """The append in steps (see :meth:`Dialect.append_under_lock`). Must run
     inside ``transaction.atomic``; raises ``_AlreadyStored`` to roll back
     the reservation of a retry."""
-    conversation = dialect_for(alias).append_under_lock(alias, append)
+    if encryption_enabled():
+        from .sealed import append_sealed_under_lock
+
+        conversation = append_sealed_under_lock(alias, append)
+    else:
+        conversation = dialect_for(alias).append_under_lock(alias, append)
     if conversation is None:
         raise _AlreadyStored
     return conversation
@@ -158,6 +168,10 @@ def pop_last_message(
             return None
         pk, position = last[0], last[1]
         message: Message = last[2]
+        if encryption_enabled():
+            from anvia_django.encryption.keys import open_message
+
+            message = open_message(alias, conversation_id, position, message)
         messages.filter(pk=pk).delete()
         Conversation.objects.using(alias).filter(pk=conversation_id).update(
             message_count=F("message_count") - 1, updated_at=timezone.now()

@@ -16,7 +16,7 @@ from django.core.management import BaseCommand, CommandError, CommandParser
 
 from anvia_django.conf import ID_MAX_LENGTH
 from anvia_django.core.memory import InvalidMemoryInputError
-from anvia_django.management import memory_ops, usage
+from anvia_django.management import key_ops, memory_ops, usage
 from anvia_django.management.durations import parse_age
 from anvia_django.management.pipes import EXIT_BROKEN_PIPE, closed_stdout, quiet_stdout
 from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
@@ -117,7 +117,7 @@ class ActionParser(CommandParser):
 class Command(BaseCommand):
     help = (
         "List, show, export, clear (erase) and prune stored agent conversations; "
-        "report token usage."
+        "report token usage; erase a user and rotate keys (encryption at rest)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -125,7 +125,7 @@ class Command(BaseCommand):
             parser_class=ActionParser,
             dest="action",
             required=True,
-            metavar="{list,show,export,clear,prune,usage}",
+            metavar="{list,show,export,clear,prune,usage,erase,rotate-keys}",
         )
 
         listing = self._subcommand(actions, "list", "Conversations, most recently updated first.")
@@ -185,6 +185,22 @@ class Command(BaseCommand):
             type=end_moment,
             help="Runs started before this time; a date includes that whole day (UTC).",
         )
+
+        erase = self._subcommand(
+            actions,
+            "erase",
+            "Erase a user: destroy their data key (encryption at rest), then delete "
+            "every session of theirs.",
+        )
+        erase.add_argument(
+            "--user", dest="user_id", type=identifier, required=True, help="The user to erase."
+        )
+        self._no_input_option(erase)
+
+        rotate = self._subcommand(
+            actions, "rotate-keys", "Re-wrap every data key under the current master key."
+        )
+        self._batch_size_option(rotate)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -249,6 +265,15 @@ class Command(BaseCommand):
                 since=options["since"],
                 until=options["until"],
             )
+        elif action == "erase":
+            key_ops.erase_user(
+                self.stdout,
+                user_id=options["user_id"],
+                interactive=options["interactive"],
+                confirm=self._ask,
+            )
+        elif action == "rotate-keys":
+            key_ops.rotate_keys(self.stdout, batch_size=options["batch_size"])
         else:  # argparse only lets the choices through
             raise CommandError(f"Unknown action {action!r}.")
 

@@ -1,0 +1,116 @@
+"""AES-GCM envelopes, free of Django: data keys wrapped by a master key, and
+message text sealed by a data key with associated data binding it to its
+place (conversation and position).
+
+A sealed message is stored in the message column as the JSON object
+``{"anvia_enc":1,"dk":<data key id>,"ct":"<base64 of nonce+ciphertext>"}``,
+written in exactly that form, so reads parse it without a JSON parser. It
+has no ``role``, so it can never be taken for a stored message.
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+import re
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+NONCE_BYTES = 12
+MARKER = "anvia_enc"
+VERSION = 1
+ENVELOPE_PREFIX = f'{{"{MARKER}":'
+"""How every envelope's JSON text begins, and no stored message's."""
+_ENVELOPE_TEXT = re.compile(r'\{"anvia_enc":1,"dk":(\d+),"ct":"([A-Za-z0-9+/=]*)"\}\Z')
+
+
+class DecryptionError(Exception):
+    """A ciphertext that does not open: tampered, moved, or under another key.
+    The message names the key id and the row's place, never content."""
+
+
+def _b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def new_data_key() -> bytes:
+    return AESGCM.generate_key(bit_length=256)
+
+
+def _wrap_aad(owner: str, master_id: str) -> bytes:
+    return b"anvia-dk\x00" + owner.encode() + b"\x00" + master_id.encode()
+
+
+def wrap(master: bytes, master_id: str, owner: str, data_key: bytes) -> str:
+    """``data_key`` sealed by ``master``, bound to its ``owner`` and master key id."""
+    nonce = os.urandom(NONCE_BYTES)
+    return _b64(nonce + AESGCM(master).encrypt(nonce, data_key, _wrap_aad(owner, master_id)))
+
+
+def unwrap(master: bytes, master_id: str, owner: str, wrapped: str) -> bytes:
+    try:
+        raw = binascii.a2b_base64(wrapped)
+        return AESGCM(master).decrypt(
+            raw[:NONCE_BYTES], raw[NONCE_BYTES:], _wrap_aad(owner, master_id)
+        )
+    except (InvalidTag, ValueError, binascii.Error):
+        raise DecryptionError(
+            f"a data key does not unwrap with master key {master_id!r}: "
+            "the key under that id is not the one it was wrapped with, or the row was altered"
+        ) from None
+
+
+def message_aad(data_key_id: int, conversation_id: int, position: int) -> bytes:
+    return f"anvia-msg\x00{VERSION}\x00{data_key_id}\x00{conversation_id}\x00{position}".encode()
+
+
+def seal(cipher: AESGCM, data_key_id: int, conversation_id: int, position: int, text: str) -> str:
+    """The envelope (JSON text) of ``text`` stored at ``position`` of ``conversation_id``."""
+    nonce = os.urandom(NONCE_BYTES)
+    aad = message_aad(data_key_id, conversation_id, position)
+    body = _b64(nonce + cipher.encrypt(nonce, text.encode(), aad))
+    return f'{{"{MARKER}":{VERSION},"dk":{data_key_id},"ct":"{body}"}}'
+
+
+def parse_envelope_text(text: str) -> tuple[int, str]:
+    """The data key id and ciphertext of an envelope's JSON text."""
+    found = _ENVELOPE_TEXT.match(text)
+    if found is None:
+        raise DecryptionError("an encrypted message has an envelope of an unknown form")
+    return int(found[1]), found[2]
+
+
+def is_envelope(value: Any) -> bool:
+    """Whether a decoded column value is an envelope."""
+    return isinstance(value, dict) and MARKER in value
+
+
+def envelope_parts(value: dict[str, Any]) -> tuple[int, str]:
+    """The data key id and ciphertext of a decoded envelope."""
+    key_id, ct = value.get("dk"), value.get("ct")
+    if (
+        value.get(MARKER) != VERSION
+        or not isinstance(key_id, int)
+        or isinstance(key_id, bool)
+        or not isinstance(ct, str)
+    ):
+        raise DecryptionError("an encrypted message has an envelope of an unknown form")
+    return key_id, ct
+
+
+def open_sealed(cipher: AESGCM, key_id: int, ct: str, conversation_id: int, position: int) -> str:
+    """The text sealed as ``ct`` under data key ``key_id``, which must belong at this place."""
+    try:
+        raw = binascii.a2b_base64(ct)
+        text = cipher.decrypt(
+            raw[:NONCE_BYTES], raw[NONCE_BYTES:], message_aad(key_id, conversation_id, position)
+        )
+    except (InvalidTag, ValueError, binascii.Error):
+        raise DecryptionError(
+            f"the message at position {position} of conversation {conversation_id} does not "
+            f"decrypt with data key {key_id}: it was altered, moved from another row, or "
+            "sealed under another key"
+        ) from None
+    return text.decode()

@@ -1,0 +1,271 @@
+"""Data keys in the database: one per owner (a user, else a conversation),
+created on first use, unwrapped once per process, re-wrapped by rotation,
+destroyed by erasure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from anvia_django.conf import SETTINGS_NAME, app_settings
+from anvia_django.core.memory.validation import loads
+from anvia_django.models import DataKey
+
+from .envelope import (
+    ENVELOPE_PREFIX,
+    DecryptionError,
+    envelope_parts,
+    is_envelope,
+    new_data_key,
+    open_sealed,
+    parse_envelope_text,
+    seal,
+    unwrap,
+    wrap,
+)
+from .keyring import Keyring, KeyringError, MissingKeyError, parse_keyring
+
+_keyring: Keyring | None = None
+_ciphers: dict[tuple[str, int], tuple[str, AESGCM]] = {}
+"""(key alias, data key id) -> (its wrapped form, its cipher): unwrapped once."""
+
+
+def keyring() -> Keyring:
+    """The parsed keyring; ``ImproperlyConfigured`` naming the key id at fault."""
+    global _keyring
+    if _keyring is None:
+        try:
+            _keyring = parse_keyring(app_settings.ENCRYPTION)
+        except KeyringError as error:
+            raise ImproperlyConfigured(f"{SETTINGS_NAME}['ENCRYPTION']: {error}") from None
+    return _keyring
+
+
+def forget_keys() -> None:
+    """Drop the parsed keyring and every unwrapped data key of this process."""
+    global _keyring
+    _keyring = None
+    _ciphers.clear()
+
+
+def _forget_if_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTINGS_NAME:
+        forget_keys()
+
+
+setting_changed.connect(_forget_if_changed)
+
+
+def key_alias(alias: str) -> str:
+    """The database alias of the data key table for messages on ``alias``."""
+    return keyring().key_database or alias
+
+
+def owner_of(user_id: str | None, ref: str) -> str:
+    """The data key owner of a conversation: its user, else the conversation."""
+    return f"user:{user_id}" if user_id else f"conversation:{ref}"
+
+
+def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> AESGCM:
+    cached = _ciphers.get((alias, pk))
+    if cached is not None and cached[0] == wrapped:
+        return cached[1]
+    ring = keyring()
+    try:
+        raw = unwrap(ring.master(master_id), master_id, owner, wrapped)
+    except DecryptionError as error:
+        raise DecryptionError(f"data key {pk}: {error}") from None
+    except MissingKeyError as error:
+        raise MissingKeyError(f"data key {pk}: {error}") from None
+    cipher = AESGCM(raw)
+    _ciphers[(alias, pk)] = (wrapped, cipher)
+    return cipher
+
+
+def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
+    """The id and cipher of ``owner``'s data key, created (wrapped by the
+    current master key) when it has none. Raises naming the key id when the
+    key cannot be unwrapped: the caller then writes nothing."""
+    kalias = key_alias(alias)
+    keys = DataKey.objects.using(kalias)
+    found = keys.filter(owner=owner).values_list("pk", "master_key_id", "wrapped_key")
+    row = found.first()
+    if row is None:
+        ring = keyring()
+        raw = new_data_key()
+        wrapped = wrap(ring.master(ring.current), ring.current, owner, raw)
+        try:
+            with transaction.atomic(using=kalias):
+                created = keys.create(
+                    owner=owner,
+                    master_key_id=ring.current,
+                    wrapped_key=wrapped,
+                    created_at=timezone.now(),
+                )
+        except IntegrityError:
+            # Another writer created it first.
+            row = found.first()
+            if row is None:
+                raise
+        else:
+            cipher = AESGCM(raw)
+            _ciphers[(kalias, created.pk)] = (wrapped, cipher)
+            return created.pk, cipher
+    pk, master_id, wrapped = row
+    return pk, _cipher(kalias, pk, owner, master_id, wrapped)
+
+
+def cipher_for(alias: str, pk: int, *, cached: bool = True) -> AESGCM:
+    """The cipher of data key ``pk``, which reads of messages on ``alias`` need."""
+    kalias = key_alias(alias)
+    if cached:
+        hit = _ciphers.get((kalias, pk))
+        if hit is not None:
+            return hit[1]
+    row = (
+        DataKey.objects.using(kalias)
+        .filter(pk=pk)
+        .values_list("owner", "master_key_id", "wrapped_key")
+        .first()
+    )
+    if row is None:
+        raise MissingKeyError(
+            f"data key {pk} does not exist (erased?): the messages sealed under it cannot be read"
+        )
+    return _cipher(kalias, pk, *row)
+
+
+def seal_messages(
+    cipher: AESGCM, key_id: int, conversation_id: int, first_position: int, texts: list[str]
+) -> list[str]:
+    """The envelopes of ``texts`` stored from ``first_position`` on."""
+    return [
+        seal(cipher, key_id, conversation_id, first_position + offset, text)
+        for offset, text in enumerate(texts)
+    ]
+
+
+def _open(alias: str, key_id: int, ct: str, conversation_id: int, position: int) -> str:
+    try:
+        return open_sealed(cipher_for(alias, key_id), key_id, ct, conversation_id, position)
+    except DecryptionError:
+        # A cached cipher may be a stale one for a reused id: fetch once more.
+        cipher = cipher_for(alias, key_id, cached=False)
+        return open_sealed(cipher, key_id, ct, conversation_id, position)
+
+
+def open_text(alias: str, conversation_id: int, position: int, value: Any) -> str | None:
+    """The JSON text sealed in ``value`` (a decoded column value); ``None``
+    when it is not an envelope (a row written before encryption was on)."""
+    if not is_envelope(value):
+        return None
+    key_id, ct = envelope_parts(value)
+    return _open(alias, key_id, ct, conversation_id, position)
+
+
+def open_message(alias: str, conversation_id: int, position: int, value: Any) -> Any:
+    """The message stored as ``value`` at ``position`` of ``conversation_id``."""
+    text = open_text(alias, conversation_id, position, value)
+    return value if text is None else loads(text)
+
+
+def open_column_text(alias: str, conversation_id: int, position: int, text: str) -> str:
+    """The JSON text of the message whose column holds ``text`` (an envelope's,
+    or a message's written before encryption was on)."""
+    if not text.startswith(ENVELOPE_PREFIX):
+        return text
+    key_id, ct = parse_envelope_text(text)
+    return _open(alias, key_id, ct, conversation_id, position)
+
+
+def open_column_texts(alias: str, rows: Iterable[tuple[int, int, str]]) -> list[Any]:
+    """The messages of ``(conversation id, position, column text)`` rows:
+    the loads' path, one cipher lookup per data key, no JSON parse of envelopes."""
+    opened: list[Any] = []
+    ciphers: dict[int, AESGCM] = {}
+    for conversation_id, position, text in rows:
+        if text.startswith(ENVELOPE_PREFIX):
+            key_id, ct = parse_envelope_text(text)
+            cipher = ciphers.get(key_id)
+            if cipher is None:
+                cipher = ciphers[key_id] = cipher_for(alias, key_id)
+            try:
+                text = open_sealed(cipher, key_id, ct, conversation_id, position)
+            except DecryptionError:
+                text = _open(alias, key_id, ct, conversation_id, position)
+        opened.append(loads(text))
+    return opened
+
+
+def destroy_data_key(alias: str, owner: str) -> int:
+    """Delete ``owner``'s data key (erasure): how many rows went (0 or 1)."""
+    kalias = key_alias(alias)
+    rows = DataKey.objects.using(kalias).filter(owner=owner)
+    for pk in rows.values_list("pk", flat=True):
+        _ciphers.pop((kalias, pk), None)
+    deleted, _ = rows.delete()
+    return deleted
+
+
+def rotate_data_keys(alias: str, *, batch_size: int = 500) -> int:
+    """Re-wrap every data key not wrapped by the current master key; how
+    many were. Touches keys only, never messages. Safe to run again."""
+    kalias = key_alias(alias)
+    ring = keyring()
+    master = ring.master(ring.current)
+    keys = DataKey.objects.using(kalias)
+    rotated = 0
+    last = 0
+    while True:
+        page = list(
+            keys.filter(pk__gt=last)
+            .exclude(master_key_id=ring.current)
+            .order_by("pk")
+            .values_list("pk", "owner", "master_key_id", "wrapped_key")[:batch_size]
+        )
+        if not page:
+            return rotated
+        with transaction.atomic(using=kalias):
+            for pk, owner, master_id, wrapped in page:
+                try:
+                    raw = unwrap(ring.master(master_id), master_id, owner, wrapped)
+                except (DecryptionError, MissingKeyError) as error:
+                    raise type(error)(f"data key {pk}: {error}") from None
+                # Only if unchanged since it was read (another rotation).
+                rotated += keys.filter(pk=pk, wrapped_key=wrapped).update(
+                    master_key_id=ring.current,
+                    wrapped_key=wrap(master, ring.current, owner, raw),
+                )
+        last = page[-1][0]
+
+
+def open_rows(
+    alias: str, conversation_id: int, rows: Iterable[Any], *, position: int, message: int
+) -> list[Any]:
+    """``rows`` (tuples) with column ``message`` opened, each bound to
+    ``conversation_id`` and its column ``position``."""
+    opened = []
+    for row in rows:
+        values = list(row)
+        values[message] = open_message(alias, conversation_id, values[position], values[message])
+        opened.append(tuple(values))
+    return opened
+
+
+def reseal(
+    alias: str, value: Any, source: tuple[int, int], target: tuple[int, int, int, AESGCM]
+) -> str:
+    """``value`` stored at ``source`` (conversation id, position), sealed
+    again for ``target`` (data key id, conversation id, position, cipher):
+    what a fork's copy of a message needs."""
+    from anvia_django.core.memory.validation import dumps
+
+    text = open_text(alias, source[0], source[1], value)
+    key_id, conversation_id, position, cipher = target
+    return seal(cipher, key_id, conversation_id, position, dumps(value) if text is None else text)
