@@ -34,7 +34,11 @@ class Conversation(models.Model):
     session_id = IdentifierField(max_length=ID_MAX_LENGTH)
     # What tells conversations with one session id apart (ANVIA_DJANGO["SCOPE"]):
     # by default the user id, "" for none. See anvia_django/core/memory/scope.py.
-    scope_key = IdentifierField(max_length=SCOPE_KEY_MAX_LENGTH, default="", blank=True)
+    # The database default too: a row inserted by SQL that predates scopes
+    # (an operator's script) is the unscoped conversation of its session.
+    scope_key = IdentifierField(
+        max_length=SCOPE_KEY_MAX_LENGTH, default="", db_default="", blank=True
+    )
     # NULL, not "", for "no owner": "" would be a user id like any other.
     user_id = IdentifierField(max_length=ID_MAX_LENGTH, null=True, blank=True)
     metadata = ExactJSONField(null=True, blank=True)

@@ -147,7 +147,8 @@ def bulk_messages(session_id: str, count: int) -> None:
         db.execute("BEGIN IMMEDIATE")
         conversation_id = db.execute(
             f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
-            " message_count) VALUES (?, ?, NULL, NULL, ?, ?, ?) ON CONFLICT (session_id)"
+            " message_count) VALUES (?, ?, NULL, NULL, ?, ?, ?)"
+            " ON CONFLICT (session_id, scope_key)"
             " DO UPDATE SET message_count = EXCLUDED.message_count RETURNING id",
             (secrets.token_urlsafe(16), session_id, stamp, stamp, count),
         ).fetchone()[0]
@@ -168,7 +169,8 @@ def bulk_messages(session_id: str, count: int) -> None:
 def _pg_conversation(conn: object, session_id: str, count: int, now: datetime) -> int:
     row = conn.execute(  # type: ignore[attr-defined]
         f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
-        " message_count) VALUES (%s, %s, NULL, NULL, %s, %s, %s) ON CONFLICT (session_id)"
+        " message_count) VALUES (%s, %s, NULL, NULL, %s, %s, %s)"
+        " ON CONFLICT (session_id, scope_key)"
         " DO UPDATE SET message_count = EXCLUDED.message_count RETURNING id",
         (secrets.token_urlsafe(16), session_id, now, now, count),
     ).fetchone()

@@ -46,7 +46,7 @@ SUMMARY_COLUMNS = "ref, session_id, user_id, metadata, created_at, updated_at, m
 _UPSERT = (
     f"INSERT INTO {CONV} (ref, session_id, user_id, metadata, created_at, updated_at,"
     " message_count) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"
-    " ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at,"
+    " ON CONFLICT (session_id, scope_key) DO UPDATE SET updated_at = EXCLUDED.updated_at,"
     f" message_count = {CONV}.message_count + EXCLUDED.message_count,"
     f" metadata = COALESCE(EXCLUDED.metadata, {CONV}.metadata)"
     " RETURNING id, message_count"

@@ -260,7 +260,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="conversation",
             name="scope_key",
-            field=anvia_django.fields.IdentifierField(blank=True, default="", max_length=255),
+            field=anvia_django.fields.IdentifierField(
+                blank=True, db_default="", default="", max_length=255
+            ),
         ),
         migrations.RunPython(fill_scope_keys, migrations.RunPython.noop, elidable=False),
         migrations.AddConstraint(
