@@ -39,7 +39,6 @@ from .dialects import (
     dialect_for,
 )
 from .dialects.statements import _quoted
-from .scope import check_scope
 
 
 def append_sealed_under_lock(alias: str, append: AppendRequest) -> LockedConversation | None:
@@ -48,16 +47,7 @@ def append_sealed_under_lock(alias: str, append: AppendRequest) -> LockedConvers
     rows written)."""
     dialect = dialect_for(alias)
     count = len(append.encoded)
-    conversation = dialect.lock_conversation(
-        alias,
-        session_id=append.session_id,
-        scope_key=append.scope_key,
-        user_id=append.user_id,
-        metadata=append.metadata,
-        now=append.now,
-        reserve=count,
-    )
-    check_scope(conversation.user_id, append.user_id)
+    conversation = dialect.lock_for_append(alias, append)
     key_id, cipher = data_key_for(alias, owner_of(conversation.user_id, conversation.ref))
     could_be_retry = conversation.could_hold(count)
     in_one_statement = could_be_retry and isinstance(dialect, PostgreSQLDialect)

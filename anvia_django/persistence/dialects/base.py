@@ -141,17 +141,7 @@ class Dialect:
         insert. ``None``: a retry, nothing to write; the caller must roll
         back (the positions were reserved)."""
         count = len(append.encoded)
-        conversation = self.lock_conversation(
-            using,
-            session_id=append.session_id,
-            scope_key=append.scope_key,
-            user_id=append.user_id,
-            metadata=append.metadata,
-            now=append.now,
-            reserve=count,
-        )
-        # A new row takes the caller's user: a mismatch is an existing row.
-        check_scope(conversation.user_id, append.user_id)
+        conversation = self.lock_for_append(using, append)
         rows = NewMessages(
             conversation.id,
             conversation.first_position,
@@ -164,6 +154,23 @@ class Dialect:
         retry_of = append.encoded if conversation.could_hold(count) else None
         if not self.insert_messages(using, rows, unless_retry_of=retry_of):
             return None
+        return conversation
+
+    def lock_for_append(self, using: str, append: AppendRequest) -> LockedConversation:
+        """Create or lock ``append``'s conversation, reserve its positions and
+        check the scope (raising ``ConversationScopeError``): the first step of
+        every append in steps, inside the caller's ``transaction.atomic``."""
+        conversation = self.lock_conversation(
+            using,
+            session_id=append.session_id,
+            scope_key=append.scope_key,
+            user_id=append.user_id,
+            metadata=append.metadata,
+            now=append.now,
+            reserve=len(append.encoded),
+        )
+        # A new row takes the caller's user: a mismatch is an existing row.
+        check_scope(conversation.user_id, append.user_id)
         return conversation
 
     def appends_in_one_statement(self, using: str) -> bool:
