@@ -167,6 +167,22 @@ class FailedRun(models.Model):
     def __str__(self) -> str:
         return f"{self.run_id}: {self.error_type}"
 
+    @classmethod
+    def from_db(
+        cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any
+    ) -> Self:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        loaded = instance.__dict__
+        needed = ("conversation_id", "run_id", "error_message", "traceback", "messages")
+        if encryption_enabled() and all(name in loaded for name in needed):
+            # The admin's record pages open a sealed payload too.
+            from .persistence.sealed_records import open_failed_run
+
+            instance.error_message, instance.traceback, instance.messages = open_failed_run(
+                db or "default", *(loaded[name] for name in needed)
+            )
+        return instance
+
 
 class AgentRun(models.Model):
     """One run of an agent, succeeded or failed, with the usage the model reported."""
@@ -240,6 +256,19 @@ class MemorySummary(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id} 0..{self.covers_through}"
+
+    @classmethod
+    def from_db(
+        cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any
+    ) -> Self:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        loaded = instance.__dict__
+        needed = ("conversation_id", "covers_through", "message")
+        if encryption_enabled() and all(name in loaded for name in needed):
+            from .persistence.sealed_records import open_summary
+
+            instance.message = open_summary(db or "default", *(loaded[name] for name in needed))
+        return instance
 
 
 class DataKey(models.Model):

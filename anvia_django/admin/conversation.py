@@ -20,6 +20,7 @@ from anvia_django.persistence import (
     list_message_page,
     list_runs,
     list_summaries,
+    opened_preview_source,
     run_row_ids,
     run_totals,
     with_preview_columns,
@@ -100,7 +101,7 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
 
     @admin.display(description="first user message")
     def preview(self, obj: Conversation) -> str:
-        return preview(getattr(obj, "first_user_message", None))
+        return preview(opened_preview_source(obj, SOURCE_CHARS))
 
     @admin.display(description="failed", ordering="has_failed_run")
     def failed_marker(self, obj: Conversation) -> SafeString | str:

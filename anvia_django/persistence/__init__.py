@@ -31,7 +31,7 @@ from .inspection import (
     validate_limit,
 )
 from .keyset import KeysetPage, RowKey
-from .listing_columns import with_preview_columns
+from .listing_columns import opened_preview_source, with_preview_columns
 from .maintenance import (
     ConversationFilter,
     ExportedMessage,
@@ -108,6 +108,7 @@ __all__ = [
     "load_messages",
     "load_through_summary",
     "matching_conversations",
+    "opened_preview_source",
     "plan_compaction",
     "pop_last_message",
     "record_failed_run",

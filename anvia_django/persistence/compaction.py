@@ -10,6 +10,7 @@ replaces rows), so only the first writer's summary is kept. The
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
@@ -39,6 +40,7 @@ from .reads import load_messages
 from .reconnect import retry_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, find_conversation_id, scope_key
+from .sealed_records import open_summary, sealed_summary
 
 
 @retry_if_connection_lost
@@ -88,6 +90,7 @@ def load_compacted(
     if newest is None:
         return None
     conversation_id, covers_through, summary = newest
+    summary = open_summary(alias, conversation_id, covers_through, summary)
     after_summary = (
         MemoryMessage.objects.using(alias)
         .filter(conversation_id=conversation_id, position__gt=covers_through)
@@ -128,6 +131,8 @@ def plan_compaction(
         .first()
     )
     previous_through, previous = newest if newest is not None else (None, None)
+    if previous_through is not None:
+        previous = open_summary(alias, conversation_id, previous_through, previous)
     rows = list(
         MemoryMessage.objects.using(alias)
         .filter(conversation_id=conversation_id, position__gt=_after(previous_through))
@@ -194,10 +199,15 @@ def write_summary(
         )
         if not unchanged:
             return False  # rewound (and perhaps refilled) meanwhile
+        stored: Any = message
+        if encryption_enabled():
+            stored = sealed_summary(
+                alias, (owner, ref), conversation_id, plan.covers_through, message
+            )
         MemorySummary.objects.using(alias).create(
             conversation_id=conversation_id,
             covers_through=plan.covers_through,
-            message=message,
+            message=stored,
             created_at=timezone.now(),
         )
         send_after_commit(
@@ -235,9 +245,8 @@ def list_summary_page(
     """The ``limit`` newest summaries covering less than ``before`` (their
     ``covers_through`` is unique in a conversation, so it is the key)."""
     validate_limit(limit)
-    summaries = MemorySummary.objects.using(read_alias(using)).filter(
-        conversation_id=conversation_id
-    )
+    alias = read_alias(using)
+    summaries = MemorySummary.objects.using(alias).filter(conversation_id=conversation_id)
     if before is not None:
         summaries = summaries.filter(covers_through__lt=before)
     rows = list(
@@ -245,7 +254,10 @@ def list_summary_page(
             "covers_through", "message", "created_at"
         )[: limit + 1]
     )
-    items = [SummaryRecord(k, message, as_utc(created)) for k, message, created in rows[:limit]]
+    items = [
+        SummaryRecord(k, open_summary(alias, conversation_id, k, message), as_utc(created))
+        for k, message, created in rows[:limit]
+    ]
     return SummaryPage(items, len(rows) > limit)
 
 

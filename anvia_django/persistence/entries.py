@@ -13,6 +13,7 @@ from anvia_django.models import MemoryMessage, MemorySummary
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
 from .scope import find_conversation_id
+from .sealed_records import open_summary
 
 
 @retry_if_connection_lost
@@ -68,4 +69,6 @@ def _newest_summary(alias: str, conversation_id: int) -> HistoryEntry | None:
     if newest is None:
         return None
     covers_through, message = newest
-    return HistoryEntry(None, message, covers_through)
+    return HistoryEntry(
+        None, open_summary(alias, conversation_id, covers_through, message), covers_through
+    )

@@ -39,6 +39,7 @@ from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
 from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from .scope import check_scope, scope_key
+from .sealed_records import open_summary, sealed_summary
 
 COPY_BATCH = 500
 _SOURCE_FIELDS = (
@@ -108,7 +109,7 @@ def fork_conversation(
                 "already names a conversation; a fork needs a new session id", path="session_id"
             ) from None
         _copy_messages(alias, source_id, fork.pk, input.position, now, owner=(user_id, fork.ref))
-        _copy_summaries(alias, source_id, fork.pk, input.position)
+        _copy_summaries(alias, source_id, fork.pk, input.position, owner=(user_id, fork.ref))
         send_after_commit(
             signals.conversation_forked,
             using=alias,
@@ -170,14 +171,24 @@ def _copy_messages(
         after = rows[-1][0]
 
 
-def _copy_summaries(alias: str, source_id: int, fork_id: int, up_to: int) -> None:
+def _copy_summaries(
+    alias: str, source_id: int, fork_id: int, up_to: int, *, owner: tuple[str | None, str]
+) -> None:
+    """Copy the source's summaries of positions before ``up_to`` into the
+    fork (``owner``: its user id and ref), sealed again with encryption on."""
     summaries = MemorySummary.objects.using(alias).filter(
         conversation_id=source_id, covers_through__lt=up_to
     )
+    rows = list(summaries.values_list("covers_through", "message", "created_at"))
+    if encryption_enabled():
+        rows = [
+            (k, sealed_summary(alias, owner, fork_id, k, open_summary(alias, source_id, k, m)), c)
+            for k, m, c in rows
+        ]
     MemorySummary.objects.using(alias).bulk_create(
         [
             MemorySummary(conversation_id=fork_id, covers_through=k, message=m, created_at=c)
-            for k, m, c in summaries.values_list("covers_through", "message", "created_at")
+            for k, m, c in rows
         ]
     )
 

@@ -43,6 +43,7 @@ from .rows import (
     message_from_row,
     summary_from_row,
 )
+from .sealed_records import open_failed_run
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _LAST_POSITION = 2**63 - 1
@@ -248,12 +249,18 @@ def list_failed_runs(
 ) -> list[FailedRunRecord]:
     """The conversation's ``limit`` newest failed runs, newest first."""
     validate_limit(limit)
-    rows = (
-        FailedRun.objects.using(read_alias(using))
+    alias = read_alias(using)
+    rows: Any = (
+        FailedRun.objects.using(alias)
         .filter(conversation_id=conversation_id)
         .order_by("-created_at", "-id")
         .values_list(*FAILED_RUN_FIELDS)[:limit]
     )
+    if encryption_enabled():
+        rows = [
+            (run_id, kind, *open_failed_run(alias, conversation_id, run_id, *payload), created)
+            for run_id, kind, *payload, created in rows
+        ]
     return [failed_run_from_row(row) for row in rows]
 
 

@@ -4,7 +4,7 @@ same queries as a page of 5."""
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, QuerySet, Subquery, TextField, Value
+from django.db.models import Exists, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Substr
 
 from anvia_django.encryption import encryption_enabled
@@ -16,20 +16,35 @@ def with_preview_columns(
 ) -> QuerySet[Conversation]:
     """Annotate ``first_user_message`` (the first ``preview_chars``
     characters of the JSON text of the first user message, or ``None``) and
-    ``has_failed_run``."""
+    ``has_failed_run``.
+
+    With encryption on the column holds an envelope, which opens only whole:
+    the whole text is fetched, with ``first_user_position`` to open it by
+    (:func:`opened_preview_source`)."""
+    first_user = MemoryMessage.objects.filter(conversation_id=OuterRef("pk"), role="user").order_by(
+        "position"
+    )
+    failed = Exists(FailedRun.objects.filter(conversation_id=OuterRef("pk")))
     if encryption_enabled():
-        # The column holds ciphertext: no preview (the transcript opens it).
         return conversations.annotate(
-            first_user_message=Value(None, output_field=TextField()),
-            has_failed_run=Exists(FailedRun.objects.filter(conversation_id=OuterRef("pk"))),
+            first_user_message=Subquery(first_user.values("message")[:1], TextField()),
+            first_user_position=Subquery(first_user.values("position")[:1]),
+            has_failed_run=failed,
         )
-    first_user = (
-        MemoryMessage.objects.filter(conversation_id=OuterRef("pk"), role="user")
-        .order_by("position")
-        .annotate(head=Substr("message", 1, preview_chars))
-        .values("head")[:1]
-    )
+    head = first_user.annotate(head=Substr("message", 1, preview_chars)).values("head")[:1]
     return conversations.annotate(
-        first_user_message=Subquery(first_user, output_field=TextField()),
-        has_failed_run=Exists(FailedRun.objects.filter(conversation_id=OuterRef("pk"))),
+        first_user_message=Subquery(head, output_field=TextField()), has_failed_run=failed
     )
+
+
+def opened_preview_source(conversation: Conversation, preview_chars: int) -> str | None:
+    """The first ``preview_chars`` characters of the first user message's
+    JSON text of a conversation :func:`with_preview_columns` annotated."""
+    text: str | None = getattr(conversation, "first_user_message", None)
+    position = getattr(conversation, "first_user_position", None)
+    if text is None or position is None:
+        return text
+    from anvia_django.encryption.keys import open_column_text
+
+    alias = conversation._state.db or "default"
+    return open_column_text(alias, conversation.pk, position, text)[:preview_chars]

@@ -23,6 +23,7 @@ from anvia_django.core.memory.runs import (
 )
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.validation import validate_identifier
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import AgentRun, FailedRun
 
 from .databases import read_alias, write_alias
@@ -32,6 +33,7 @@ from .locking import lock_conversation, lock_existing_conversation
 from .reconnect import retry_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, scope_key
+from .sealed_records import open_failed_run
 
 _RUN_FIELDS = (
     "run_id",
@@ -145,18 +147,42 @@ def list_run_page(
 ) -> KeysetPage[RunRecord]:
     """A page of :func:`list_runs`: the ``limit`` newest runs older than ``before``."""
     validate_limit(limit)
-    runs = AgentRun.objects.using(read_alias(using)).filter(conversation_id=conversation_id)
+    alias = read_alias(using)
+    runs = AgentRun.objects.using(alias).filter(conversation_id=conversation_id)
     if run_id is not None:
         runs = runs.filter(run_id=run_id)
     if before is not None:
         runs = runs.filter(older_than(before, "started_at"))
-    rows = list(runs.order_by("-started_at", "-id").values_list(*_RUN_FIELDS, "id")[: limit + 1])
+    # Then the failed run's id (to open its sealed error) and the run's (the page key).
+    columns = (*_RUN_FIELDS, "failed_run_id", "id")
+    rows = list(runs.order_by("-started_at", "-id").values_list(*columns)[: limit + 1])
+    if encryption_enabled():
+        rows = _with_opened_errors(alias, conversation_id, rows)
     shown = rows[:limit]
     next_key = None
     if len(rows) > limit:
         last = shown[-1]
         next_key = RowKey(as_utc(last[_RUN_FIELDS.index("started_at")]), last[-1])
-    return KeysetPage([_run_from_row(row[:-1]) for row in shown], next_key)
+    return KeysetPage([_run_from_row(row[:-2]) for row in shown], next_key)
+
+
+def _with_opened_errors(
+    alias: str, conversation_id: int, rows: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """``rows`` with the error message of each failed run opened: with
+    encryption on it is sealed in its record's payload (one more query)."""
+    failed = [row[-2] for row in rows if row[-2] is not None]
+    if not failed:
+        return rows
+    payloads = FailedRun.objects.using(alias).filter(pk__in=failed)
+    messages = {
+        pk: open_failed_run(alias, conversation_id, run_id, *payload)[0]
+        for pk, run_id, *payload in payloads.values_list(
+            "pk", "run_id", "error_message", "traceback", "messages"
+        )
+    }
+    at = _RUN_FIELDS.index("failed_run__error_message")
+    return [(*row[:at], messages.get(row[-2], row[at]), *row[at + 1 :]) for row in rows]
 
 
 def run_totals(conversation_id: int, *, using: str | None = None) -> RunTotals:

@@ -40,6 +40,7 @@ from .locking import LockedConversation, lock_conversation, lock_existing_conver
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope, scope_key
+from .sealed_records import sealed_failed_run
 
 
 class _AlreadyStored(Exception):
@@ -226,14 +227,21 @@ def record_failed_run(
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, key, now, reserve=0)
+        if encryption_enabled():
+            owner = (conversation.user_id, conversation.ref)
+            payload = sealed_failed_run(alias, owner, conversation.id, input.run_id, error, encoded)
+        else:
+            payload = {
+                "error_message": error.message,
+                "traceback": error.traceback,
+                "messages": EncodedJSON(f"[{','.join(encoded)}]"),
+            }
         FailedRun.objects.using(alias).create(
             conversation_id=conversation.id,
             run_id=input.run_id,
             error_type=error.type,
-            error_message=error.message,
-            traceback=error.traceback,
-            messages=EncodedJSON(f"[{','.join(encoded)}]"),
             created_at=conversation.updated_at,
+            **payload,
         )
         send_after_commit(
             signals.run_failed,

@@ -350,6 +350,9 @@ def test_workers_compacting_at_once_leave_one_summary(processes: bool) -> None:
     fill(DjangoMemoryStore(), "shared", runs=20, per_run=2)
     kept = run_at_once("shared", 3, processes=processes)
     assert sorted(kept) == [0, 0, 1]
-    (summary,) = MemorySummary.objects.values_list("covers_through", "message")
-    assert summary == (35, {"role": "system", "content": SUMMARY_PREFIX + "36 messages"})
+    (summary,) = MemorySummary.objects.all()  # instances: sealed ones are opened
+    assert (summary.covers_through, summary.message) == (
+        35,
+        {"role": "system", "content": SUMMARY_PREFIX + "36 messages"},
+    )
     assert Conversation.objects.get().message_count == 40

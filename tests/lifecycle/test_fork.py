@@ -131,7 +131,7 @@ def test_a_failure_after_the_copy_leaves_nothing(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(forks, "COPY_BATCH", 4)  # three batches: 4, 4, 1
     real = forks._copy_summaries
 
-    def fail(*args: Any) -> None:
+    def fail(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the database went away after the messages")
 
     monkeypatch.setattr(forks, "_copy_summaries", fail)

@@ -1,0 +1,81 @@
+"""Sealing the records kept beside a transcript: a failed run's error and
+partial messages, and compaction summaries.
+
+They go under the data key of the conversation's owner, as its messages do,
+in the same envelope form (so ``is_envelope`` tells them apart from values
+written before encryption was on). The associated data binds each to its
+conversation and its place there (the run id of a failed run, the position
+a summary covers through), so a record copied to another row does not open.
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from anvia_django.core.memory.validation import loads
+
+from .envelope import MARKER, NONCE_BYTES, VERSION, DecryptionError, envelope_parts, is_envelope
+from .keys import cipher_for, data_key_for, owner_of
+
+
+def failed_run_place(run_id: str) -> str:
+    return f"failed-run\x00{run_id}"
+
+
+def summary_place(covers_through: int) -> str:
+    return f"summary\x00{covers_through}"
+
+
+def _aad(key_id: int, conversation_id: int, place: str) -> bytes:
+    return f"anvia-record\x00{VERSION}\x00{key_id}\x00{conversation_id}\x00{place}".encode()
+
+
+def seal_record(
+    alias: str, owner: tuple[str | None, str], conversation_id: int, place: str, text: str
+) -> str:
+    """The envelope (JSON text) of ``text`` (JSON) kept at ``place`` of the
+    conversation (``owner``: its user id and ref, which choose the data key)."""
+    key_id, cipher = data_key_for(alias, owner_of(*owner))
+    return seal_record_with(cipher, key_id, conversation_id, place, text)
+
+
+def seal_record_with(
+    cipher: AESGCM, key_id: int, conversation_id: int, place: str, text: str
+) -> str:
+    nonce = os.urandom(NONCE_BYTES)
+    sealed = cipher.encrypt(nonce, text.encode(), _aad(key_id, conversation_id, place))
+    body = binascii.b2a_base64(nonce + sealed, newline=False).decode("ascii")
+    return f'{{"{MARKER}":{VERSION},"dk":{key_id},"ct":"{body}"}}'
+
+
+def open_record(alias: str, conversation_id: int, place: str, value: Any) -> Any:
+    """The value sealed in ``value`` (a decoded column value) at ``place``;
+    ``value`` itself when it is not an envelope (written before encryption
+    was on)."""
+    if not is_envelope(value):
+        return value
+    key_id, ct = envelope_parts(value)
+    aad = _aad(key_id, conversation_id, place)
+    try:
+        raw = binascii.a2b_base64(ct)
+    except (binascii.Error, ValueError):
+        raw = b""
+    # A cached cipher may be a stale one for a reused key id: fetch it once more.
+    for cached in (True, False):
+        try:
+            text = cipher_for(alias, key_id, cached=cached).decrypt(
+                raw[:NONCE_BYTES], raw[NONCE_BYTES:], aad
+            )
+        except (InvalidTag, ValueError):
+            continue
+        return loads(text.decode())
+    what = place.split("\x00", 1)[0]
+    raise DecryptionError(
+        f"the {what} record of conversation {conversation_id} does not decrypt with data "
+        f"key {key_id}: it was altered, moved from another row, or sealed under another key"
+    )

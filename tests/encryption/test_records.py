@@ -1,0 +1,195 @@
+"""Encryption at rest of what is kept beside a transcript: failed runs'
+errors and partial messages, and compaction summaries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client, override_settings
+from django.urls import reverse
+
+from anvia_django.core.memory import (
+    MemoryAppendInput,
+    MemoryCompactionInput,
+    MemoryContext,
+    MemoryErrorInput,
+    MemoryRunInput,
+    Message,
+)
+from anvia_django.core.memory.branches import MemoryForkInput
+from anvia_django.encryption.envelope import DecryptionError
+from anvia_django.models import Conversation, FailedRun, MemorySummary
+from anvia_django.persistence import (
+    list_failed_runs,
+    list_runs,
+    list_summaries,
+    load_entries,
+)
+from anvia_django.store import DjangoMemoryStore
+from tests.encryption.support import encryption
+from tests.helpers import assistant, run, user
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "diagnosis hypertension"
+_NOW = datetime(2026, 12, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def encrypted() -> Iterator[None]:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        yield
+
+
+class Failure(Exception):
+    pass
+
+
+def _fail(store: DjangoMemoryStore, session_id: str, run_id: str, text: str) -> None:
+    context = MemoryContext(session_id, user_id="alice")
+    try:
+        raise Failure(f"{text} (error)")
+    except Failure as error:
+        partial = [user(f"{text} (partial)")]
+        run(store.record_error, MemoryErrorInput(context, run_id, error, partial))
+    run(store.record_run, MemoryRunInput(context, run_id, "failed", _NOW, _NOW))
+
+
+def _raw(model: Any) -> str:
+    """Every stored column of every row of ``model``, as text."""
+    return json.dumps([list(row) for row in model.objects.values_list()], default=str)
+
+
+def test_a_failed_run_is_sealed_and_every_reader_opens_it(encrypted: None) -> None:
+    store = DjangoMemoryStore()
+    _fail(store, "s", "run-1", SECRET)
+    raw = _raw(FailedRun)
+    assert SECRET not in raw
+    assert "Failure" in raw
+    conversation = Conversation.objects.get(session_id="s")
+    (record,) = list_failed_runs(conversation.pk, limit=5)
+    assert record.error_message == f"{SECRET} (error)"
+    assert SECRET in record.traceback
+    assert record.messages == [user(f"{SECRET} (partial)")]
+    (listed,) = list_runs(conversation.pk, limit=5)
+    assert listed.error_type.endswith("Failure")
+    assert listed.error_message == f"{SECRET} (error)"
+    instance = FailedRun.objects.get()  # the admin's record page reads instances
+    assert instance.error_message == f"{SECRET} (error)"
+    assert instance.messages == [user(f"{SECRET} (partial)")]
+
+
+def test_failed_runs_recorded_before_encryption_still_read() -> None:
+    store = DjangoMemoryStore()
+    _fail(store, "s", "run-1", "plain")
+    with override_settings(ANVIA_DJANGO=encryption()):
+        _fail(store, "s", "run-2", SECRET)
+        conversation = Conversation.objects.get(session_id="s")
+        records = list_failed_runs(conversation.pk, limit=5)
+        assert {r.error_message for r in records} == {"plain (error)", f"{SECRET} (error)"}
+
+
+def test_a_failed_runs_payload_moved_to_another_run_fails_loudly(encrypted: None) -> None:
+    store = DjangoMemoryStore()
+    _fail(store, "s", "run-1", "first")
+    _fail(store, "s", "run-2", "second")
+    first, second = FailedRun.objects.order_by("pk").values_list("pk", "messages")
+    FailedRun.objects.filter(pk=first[0]).update(messages=second[1])
+    conversation = Conversation.objects.get(session_id="s")
+    with pytest.raises(DecryptionError, match="failed-run record of conversation") as caught:
+        list_failed_runs(conversation.pk, limit=5)
+    assert "first" not in str(caught.value)
+    assert "second" not in str(caught.value)
+
+
+class Summariser:
+    async def __call__(self, previous: str | None, messages: list[Message]) -> str:
+        return f"{SECRET}: {len(messages)} messages, after {previous}"
+
+
+def append_input_for(session_id: str, index: int, user_id: str | None = "alice") -> Any:
+    return MemoryAppendInput(
+        MemoryContext(session_id, user_id=user_id),
+        f"run-{index}",
+        1,
+        [user(f"q{index}"), assistant(f"a{index}")],
+    )
+
+
+def _compacted(session_id: str, user_id: str | None = "alice") -> DjangoMemoryStore:
+    """A session of 12 messages whose first 10 a summary covers."""
+    store = DjangoMemoryStore()
+    for index in range(6):
+        run(store.append, append_input_for(session_id, index, user_id))
+    request = MemoryCompactionInput(
+        MemoryContext(session_id, user_id=user_id), Summariser(), keep_messages=2
+    )
+    assert run(store.compact, request) is not None
+    return store
+
+
+def test_a_summary_is_sealed_and_loads_through_it(encrypted: None) -> None:
+    store = _compacted("s")
+    assert SECRET not in _raw(MemorySummary)
+    context = MemoryContext("s", user_id="alice")
+    loaded = run(store.load_compacted, context)
+    assert SECRET in loaded[0]["content"]
+    assert loaded[1:] == [user("q5"), assistant("a5")]
+    conversation = Conversation.objects.get(session_id="s")
+    (summary,) = list_summaries(conversation.pk, limit=5)
+    assert SECRET in json.dumps(summary.message)
+    assert SECRET in json.dumps(MemorySummary.objects.get().message)
+    entries = load_entries(context, compacted=True)
+    assert SECRET in json.dumps(entries[0].message)
+    # A second compaction reads the first summary back as its "previous".
+    for index in range(6, 9):
+        run(store.append, append_input_for("s", index))
+    request = MemoryCompactionInput(context, Summariser(), keep_messages=2)
+    assert run(store.compact, request) is not None
+    newest = run(store.load_compacted, context)[0]["content"]
+    assert f"after {SECRET}" in newest
+
+
+def test_a_summary_moved_to_another_range_fails_loudly(encrypted: None) -> None:
+    _compacted("s")
+    MemorySummary.objects.update(covers_through=1)
+    conversation = Conversation.objects.get(session_id="s")
+    with pytest.raises(DecryptionError, match="summary record"):
+        list_summaries(conversation.pk, limit=5)
+
+
+def test_a_fork_reseals_its_summaries_for_itself(encrypted: None) -> None:
+    store = _compacted("s", user_id=None)
+    run(store.fork, MemoryForkInput(MemoryContext("s"), "s-fork", position=12))
+    fork = Conversation.objects.get(session_id="s-fork")
+    (summary,) = list_summaries(fork.pk, limit=5)
+    assert SECRET in json.dumps(summary.message)
+    source, copy = MemorySummary.objects.order_by("pk").values_list("message", flat=True)
+    assert source["dk"] != copy["dk"]  # no user: each conversation has its own key
+
+
+def test_the_admin_shows_opened_failed_runs_and_summaries(encrypted: None) -> None:
+    store = _compacted("s")
+    _fail(store, "s", "run-x", SECRET)
+    staff = User.objects.create_superuser("staff", "staff@example.com", "pw")
+    client = Client()
+    client.force_login(staff)
+    failed = FailedRun.objects.get()
+    page = client.get(reverse("admin:anvia_django_failedrun_change", args=[failed.pk]))
+    assert page.status_code == 200
+    assert f"{SECRET} (partial)" in page.content.decode()
+    summary = MemorySummary.objects.get()
+    page = client.get(reverse("admin:anvia_django_memorysummary_change", args=[summary.pk]))
+    assert page.status_code == 200
+    assert SECRET in page.content.decode()
+    conversation = Conversation.objects.get(session_id="s")
+    page = client.get(reverse("admin:anvia_django_conversation_change", args=[conversation.pk]))
+    assert f"{SECRET} (error)" in page.content.decode()
+    listing = client.get(reverse("admin:anvia_django_conversation_changelist"))
+    assert listing.status_code == 200
+    assert "q0" in listing.content.decode()  # the first user message, opened for its preview
