@@ -23,7 +23,10 @@ MARKER = "anvia_enc"
 VERSION = 1
 ENVELOPE_PREFIX = f'{{"{MARKER}":'
 """How every envelope's JSON text begins, and no stored message's."""
-_ENVELOPE_TEXT = re.compile(r'\{"anvia_enc":1,"dk":(\d+),"ct":"([A-Za-z0-9+/=]*)"\}\Z')
+# The optional "content": the blind index's tokens (blind_index.py).
+_ENVELOPE_TEXT = re.compile(
+    r'\{"anvia_enc":1,"dk":(\d+),"ct":"([A-Za-z0-9+/=]*)"(?:,"content":"[0-9a-f ]*")?\}\Z'
+)
 
 
 class DecryptionError(Exception):

@@ -12,6 +12,9 @@ Settings::
             # Optional: the database alias of the data key table (None: the
             # alias the messages are written to).
             "KEY_DATABASE": None,
+            # Optional: content search over encrypted messages through a
+            # keyed blind index of their words (exact-word match).
+            "BLIND_INDEX": False,
         }
     }
 
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KEY_BYTES = 32
-ALLOWED = frozenset({"KEYS", "CURRENT", "KEYS_ENV", "KEY_DATABASE"})
+ALLOWED = frozenset({"KEYS", "CURRENT", "KEYS_ENV", "KEY_DATABASE", "BLIND_INDEX"})
 
 
 class KeyringError(ValueError):
@@ -40,6 +43,7 @@ class Keyring:
     keys: Mapping[str, bytes]
     current: str
     key_database: str | None
+    blind_index: bool = False
 
     def master(self, key_id: str) -> bytes:
         try:
@@ -116,4 +120,7 @@ def parse_keyring(config: Any) -> Keyring:
     key_database = config.get("KEY_DATABASE")
     if key_database is not None and not isinstance(key_database, str):
         raise KeyringError("KEY_DATABASE must be a database alias or None")
-    return Keyring(keys, current, key_database)
+    blind_index = config.get("BLIND_INDEX", False)
+    if not isinstance(blind_index, bool):
+        raise KeyringError("BLIND_INDEX must be True or False")
+    return Keyring(keys, current, key_database, blind_index)

@@ -137,13 +137,15 @@ def _copy_messages(
     associated data binds a ciphertext to its conversation."""
     seal_copy: Any = None
     if encryption_enabled():
+        from anvia_django.encryption.blind_index import carried_over
         from anvia_django.encryption.keys import data_key_for, owner_of, reseal
 
         key_id, cipher = data_key_for(alias, owner_of(*owner))
 
         def seal_copy(position: int, value: Any) -> EncodedJSON:
             target = (key_id, fork_id, position, cipher)
-            return EncodedJSON(reseal(alias, value, (source_id, position), target))
+            resealed = reseal(alias, value, (source_id, position), target)
+            return EncodedJSON(carried_over(alias, resealed, value))
 
     # Keyset batches on the (conversation, position) index: memory stays
     # bounded and no batch rescans the rows before it.

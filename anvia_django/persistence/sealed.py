@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from django.db import connections
 
+from anvia_django.encryption.blind_index import indexed
 from anvia_django.encryption.keys import (
     data_key_for,
     open_column_text,
@@ -60,6 +61,7 @@ def append_sealed_under_lock(alias: str, append: AppendRequest) -> LockedConvers
     sealed = seal_messages(
         cipher, key_id, conversation.id, conversation.first_position, append.encoded
     )
+    sealed = indexed(alias, sealed, append.encoded)
     rows = NewMessages(
         conversation.id,
         conversation.first_position,

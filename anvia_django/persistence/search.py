@@ -19,6 +19,7 @@ from django.db import connections
 from django.db.models import BigIntegerField, ExpressionWrapper, F, Min, QuerySet
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, MemoryMessage
 
 from .databases import read_alias
@@ -87,6 +88,8 @@ def search_messages(
     _validate_limit(limit)
     validate_after(after)
     alias = read_alias(using)
+    shown = terms.words
+    terms = indexed_terms(alias, terms)
     if not can_match(terms, connections[alias].vendor):
         return SearchPage(items=[], next_after=None)
     messages = _matching(alias, terms)
@@ -120,12 +123,12 @@ def search_messages(
             user_id=owner,
             position=position,
             role=role,
-            snippet=snippet(message_text(message), terms.words),
+            snippet=snippet(message_text(message), shown),
             message_id=message_id,
         )
-        for message_id, conversation_id, ref, session_id, owner, position, role, message in rows[
-            :limit
-        ]
+        for message_id, conversation_id, ref, session_id, owner, position, role, message in _opened(
+            alias, rows[:limit], conversation=1, position=5, message=7
+        )
     ]
     more = len(rows) > limit
     return SearchPage(items=hits, next_after=hits[-1].message_id if more else None)
@@ -144,14 +147,17 @@ def search_message_page(
     _validate_limit(limit)
     validate_after(after)
     alias = read_alias(using)
+    terms = indexed_terms(alias, terms)
     if not can_match(terms, connections[alias].vendor):
         return MessagePage(items=[], has_more=False)
     messages = _matching(alias, terms).filter(conversation_id=conversation_id)
     if after is not None:
         messages = messages.filter(position__gt=after)
-    rows = list(messages.order_by("position").values_list(*MESSAGE_FIELDS)[: limit + 1])
+    columns = ("conversation_id", *MESSAGE_FIELDS)
+    rows = list(messages.order_by("position").values_list(*columns)[: limit + 1])
+    shown = _opened(alias, rows[:limit], conversation=0, position=1, message=len(columns) - 1)
     return MessagePage(
-        items=[message_from_row(tuple(row)) for row in rows[:limit]], has_more=len(rows) > limit
+        items=[message_from_row(tuple(row[1:])) for row in shown], has_more=len(rows) > limit
     )
 
 
@@ -169,6 +175,7 @@ def search_conversation_page(
     terms = validate_query(q)
     _validate_limit(limit)
     alias = read_alias(using)
+    terms = indexed_terms(alias, terms)
     if not can_match(terms, connections[alias].vendor):
         return ConversationPage(items=[], next_key=None)
     conversations = matching_conversations(Conversation.objects.using(alias), terms)
@@ -200,6 +207,7 @@ def matching_conversations(
     """``conversations`` narrowed to those with a message matching ``terms``
     (for querysets the caller builds on, such as the admin's changelist)."""
     alias = conversations.db
+    terms = indexed_terms(alias, terms)
     if not can_match(terms, connections[alias].vendor):
         return conversations.none()
     return conversations.filter(id__in=_matching(alias, terms).values("conversation_id"))
@@ -210,8 +218,8 @@ def first_matching_positions(
 ) -> dict[int, int]:
     """For each of ``conversation_ids`` with a match, its first matching
     position; one query for any number of conversations."""
-    terms = validate_query(q)
     alias = read_alias(using)
+    terms = indexed_terms(alias, validate_query(q))
     if not conversation_ids or not can_match(terms, connections[alias].vendor):
         return {}
     rows = (
@@ -223,6 +231,36 @@ def first_matching_positions(
         .values_list("conversation_id", "first")
     )
     return dict(rows)
+
+
+def indexed_terms(alias: str, terms: SearchTerms) -> SearchTerms:
+    """What the full-text index holds for ``terms``: their words, or with
+    the blind index of encryption at rest on, the words' tokens (the index
+    then finds only messages sealed with it)."""
+    if terms.blind or not encryption_enabled():
+        return terms
+    from anvia_django.encryption.blind_index import blind_index_enabled, search_tokens
+
+    if not blind_index_enabled():
+        return terms
+    found = search_tokens(alias, terms.text)
+    return SearchTerms(text=" ".join(found), words=found, blind=True)
+
+
+def _opened(
+    alias: str, rows: list[Any], *, conversation: int, position: int, message: int
+) -> list[Any]:
+    """``rows`` with their sealed messages opened (encryption at rest)."""
+    if not encryption_enabled():
+        return rows
+    from anvia_django.encryption.keys import open_message
+
+    opened = []
+    for row in rows:
+        values = list(row)
+        values[message] = open_message(alias, row[conversation], row[position], row[message])
+        opened.append(tuple(values))
+    return opened
 
 
 def _matching(alias: str, terms: SearchTerms) -> QuerySet[MemoryMessage, MemoryMessage]:

@@ -52,6 +52,9 @@ class SearchTerms:
     """The query as given (validated): PostgreSQL parses it with its own parser."""
     words: tuple[str, ...]
     """Its words, lowercased, each once: what the other backends look for."""
+    blind: bool = False
+    """Whether ``text`` and ``words`` are blind index tokens of the query's
+    words (encryption at rest), not the words themselves."""
 
 
 def terms_of(text: str) -> SearchTerms:

@@ -77,7 +77,7 @@ def test_a_failed_run_is_sealed_and_every_reader_opens_it(encrypted: None) -> No
     assert SECRET in record.traceback
     assert record.messages == [user(f"{SECRET} (partial)")]
     (listed,) = list_runs(conversation.pk, limit=5)
-    assert listed.error_type.endswith("Failure")
+    assert (listed.error_type or "").endswith("Failure")
     assert listed.error_message == f"{SECRET} (error)"
     instance = FailedRun.objects.get()  # the admin's record page reads instances
     assert instance.error_message == f"{SECRET} (error)"

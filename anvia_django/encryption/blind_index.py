@@ -1,0 +1,128 @@
+"""A keyed blind index of the words of encrypted messages, for content
+search (``ENCRYPTION["BLIND_INDEX"]``).
+
+Each distinct normalised word of a message's text becomes a token: its
+10-byte keyed BLAKE2b MAC under the index key, in hex. The tokens
+ride in the envelope's ``content`` (``{"anvia_enc":1,"dk":..,"ct":..,
+"content":"<tokens>"}``), which is exactly where the full-text index of
+migration 0007 reads a message's text on every backend: no new column, no
+new index. A search turns its words into tokens the same way, so it finds
+exact (normalised) words, never prefixes, stems or phrases.
+
+The index key is one for the whole database (staff search across users),
+kept as a data key of the owner ``"blind-index"``: wrapped by the master
+key, re-wrapped by rotation, never erased. What the tokens reveal is in
+docs/production.md ("Encryption at rest").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from hashlib import blake2b
+from typing import Any
+
+from django.core.signals import setting_changed
+
+from anvia_django.conf import SETTINGS_NAME
+from anvia_django.models import DataKey
+
+from .envelope import MARKER
+from .keys import data_key_for, key_alias, keyring
+
+INDEX_OWNER = "blind-index"
+TOKEN_BYTES = 10
+_WORD = re.compile(r"\w+")
+_DERIVATION_NONCE = bytes(12)
+_DERIVATION_LABEL = b"anvia-django blind index v1"
+_index_keys: dict[str, bytes] = {}
+"""Key alias -> the MAC key: fetched once per process."""
+
+
+def blind_index_enabled() -> bool:
+    return keyring().blind_index
+
+
+def normalised_words(text: str) -> list[str]:
+    """The distinct words of ``text``, NFKC-normalised and case-folded, in
+    order of first appearance (what a search for a word compares)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return list(dict.fromkeys(_WORD.findall(folded)))
+
+
+def index_key(alias: str, *, create: bool = True) -> bytes | None:
+    """The MAC key of the blind index of messages on ``alias``; ``None``
+    when there is none yet and ``create`` is false (a search: nothing was
+    indexed, and a read never writes)."""
+    kalias = key_alias(alias)
+    key = _index_keys.get(kalias)
+    if key is not None:
+        return key
+    # Kept for the process only once it was there before this call: a key
+    # made now may still be rolled back with the caller's transaction.
+    existed = DataKey.objects.using(kalias).filter(owner=INDEX_OWNER).exists()
+    if not existed and not create:
+        return None
+    _, cipher = data_key_for(alias, INDEX_OWNER)
+    # The data key only exists wrapped and as an AES-GCM cipher: a fixed
+    # message under a fixed nonce, once per key, is a pseudo-random function
+    # of it, which makes a separate key for the MAC (43 bytes; BLAKE2b takes 64).
+    key = cipher.encrypt(_DERIVATION_NONCE, _DERIVATION_LABEL, None)
+    if existed:
+        _index_keys[kalias] = key
+    return key
+
+
+def tokens(key: bytes, words: Iterable[str]) -> list[str]:
+    # Keyed BLAKE2b is a MAC (RFC 7693), and one C call per word.
+    return [blake2b(word.encode(), key=key, digest_size=TOKEN_BYTES).hexdigest() for word in words]
+
+
+def indexed(alias: str, envelopes: list[str], texts: list[str]) -> list[str]:
+    """``envelopes`` (JSON text) of the messages whose JSON texts are
+    ``texts``, each carrying the tokens of its words as its ``content`` when
+    the blind index is on."""
+    if not blind_index_enabled():
+        return envelopes
+    from anvia_django.core.memory.validation import loads
+    from anvia_django.persistence.search_text import message_text
+
+    key = index_key(alias)
+    assert key is not None
+    carried = []
+    for envelope, text in zip(envelopes, texts, strict=True):
+        found = " ".join(tokens(key, normalised_words(message_text(loads(text)))))
+        carried.append(f'{envelope[:-1]},"content":"{found}"}}' if found else envelope)
+    return carried
+
+
+def carried_over(alias: str, envelope: str, source: Any) -> str:
+    """``envelope``, sealed again from the column value ``source`` (a
+    fork's copy), with the tokens ``source`` carried (they depend on the
+    words and the index key only), or made when it was a plain row."""
+    if not blind_index_enabled():
+        return envelope
+    if not (isinstance(source, dict) and MARKER in source):
+        from anvia_django.core.memory.validation import dumps
+
+        return indexed(alias, [envelope], [dumps(source)])[0]
+    found = source.get("content")
+    return (
+        f'{envelope[:-1]},"content":"{found}"}}' if isinstance(found, str) and found else envelope
+    )
+
+
+def search_tokens(alias: str, text: str) -> tuple[str, ...]:
+    """The tokens a search for the words of ``text`` looks for; none when
+    nothing was ever indexed."""
+    key = index_key(alias, create=False)
+    return () if key is None else tuple(tokens(key, normalised_words(text)))
+
+
+def _forget_if_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTINGS_NAME:
+        _index_keys.clear()
+
+
+setting_changed.connect(_forget_if_changed)
