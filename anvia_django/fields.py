@@ -106,3 +106,23 @@ class ExactJSONField(ExactTextField):
 
     def value_to_string(self, obj: models.Model) -> str:
         return dumps(self.value_from_object(obj))
+
+
+class SealedJSONField(ExactJSONField):
+    """An :class:`ExactJSONField` whose value is sealed on save while
+    encryption at rest is on (``anvia_django.encryption.model_writes``).
+    The same column as its parent: migrations see an ``ExactJSONField``."""
+
+    def deconstruct(self) -> Any:
+        name, _, args, kwargs = super().deconstruct()
+        return name, "anvia_django.fields.ExactJSONField", args, kwargs
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        value = super().pre_save(model_instance, add)
+        from anvia_django.encryption import encryption_enabled
+
+        if not encryption_enabled():
+            return value
+        from anvia_django.encryption.model_writes import sealed_for_save
+
+        return sealed_for_save(model_instance, value)

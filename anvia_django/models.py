@@ -15,7 +15,7 @@ from django.db import models
 from .conf import ID_MAX_LENGTH
 from .core.memory.scope import SCOPE_KEY_MAX_LENGTH
 from .encryption import encryption_enabled
-from .fields import ExactJSONField, ExactTextField, IdentifierField
+from .fields import ExactJSONField, ExactTextField, IdentifierField, SealedJSONField
 
 REF_LENGTH = 22
 """Length of :func:`new_ref` tokens (16 random bytes, URL-safe base64)."""
@@ -106,7 +106,7 @@ class MemoryMessage(models.Model):
     run_id = IdentifierField(max_length=ID_MAX_LENGTH)
     turn = models.PositiveIntegerField()
     role = IdentifierField(max_length=ID_MAX_LENGTH)
-    message = ExactJSONField()
+    message = SealedJSONField()
     created_at = models.DateTimeField()
 
     class Meta:
@@ -241,7 +241,7 @@ class MemorySummary(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="summaries", db_index=False
     )
     covers_through = models.PositiveBigIntegerField()
-    message = ExactJSONField()
+    message = SealedJSONField()
     created_at = models.DateTimeField()
 
     class Meta:

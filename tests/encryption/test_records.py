@@ -193,3 +193,67 @@ def test_the_admin_shows_opened_failed_runs_and_summaries(encrypted: None) -> No
     listing = client.get(reverse("admin:anvia_django_conversation_changelist"))
     assert listing.status_code == 200
     assert "q0" in listing.content.decode()  # the first user message, opened for its preview
+
+
+def _raw_column(model: Any, pk: int, column: str = "message") -> str:
+    from django.db import connection
+
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {connection.ops.quote_name(column)} FROM {table} WHERE id = %s", [pk]
+        )
+        return str(cursor.fetchone()[0])
+
+
+def test_messages_and_summaries_written_through_the_orm_are_sealed(encrypted: None) -> None:
+    from anvia_django.models import MemoryMessage
+    from anvia_django.persistence import load_messages
+
+    store = DjangoMemoryStore()
+    run(store.append, append_input_for("s", 0))
+    conversation = Conversation.objects.get(session_id="s")
+    now = conversation.updated_at
+    made = MemoryMessage.objects.create(
+        conversation=conversation,
+        position=2,
+        run_id="orm",
+        turn=1,
+        role="user",
+        message=user(f"{SECRET} by create"),
+        created_at=now,
+    )
+    (bulk,) = MemoryMessage.objects.bulk_create(
+        [
+            MemoryMessage(
+                conversation=conversation,
+                position=3,
+                run_id="orm",
+                turn=1,
+                role="user",
+                message=user(f"{SECRET} by bulk_create"),
+                created_at=now,
+            )
+        ]
+    )
+    summary = MemorySummary.objects.create(
+        conversation=conversation,
+        covers_through=1,
+        message=user(f"{SECRET} summary"),
+        created_at=now,
+    )
+    for model, pk in (
+        (MemoryMessage, made.pk),
+        (MemoryMessage, bulk.pk),
+        (MemorySummary, summary.pk),
+    ):
+        raw = _raw_column(model, pk)
+        assert raw.startswith('{"anvia_enc":1')
+        assert SECRET not in raw
+    Conversation.objects.filter(pk=conversation.pk).update(message_count=4)
+    loaded = load_messages(MemoryContext("s", user_id="alice"))
+    assert loaded[2:] == [user(f"{SECRET} by create"), user(f"{SECRET} by bulk_create")]
+    assert MemoryMessage.objects.get(pk=made.pk).message == user(f"{SECRET} by create")
+    assert MemorySummary.objects.get().message == user(f"{SECRET} summary")
+    made.save()  # an instance read back and saved again is sealed again, not twice
+    assert MemoryMessage.objects.get(pk=made.pk).message == user(f"{SECRET} by create")
