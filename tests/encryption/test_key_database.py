@@ -71,7 +71,7 @@ def key_rows() -> list[tuple[int, str, str, str]]:
     )
 
 
-def dump_main_database() -> dict[str, list[dict[str, Any]]]:
+def dump_main_database() -> dict[str, list[Any]]:
     """The conversation and message rows of the main database, as stored
     (envelopes, never opened): what a backup of it holds."""
     return {
@@ -80,7 +80,7 @@ def dump_main_database() -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def restore_main_database(dump: dict[str, list[dict[str, Any]]]) -> None:
+def restore_main_database(dump: dict[str, list[Any]]) -> None:
     """Put the dumped rows back (the backup restored), keys and all columns
     as they were."""
     Conversation.objects.using("default").all().delete()
