@@ -107,6 +107,7 @@ def test_a_dump_taken_before_erase_does_not_decrypt_after_it(
     assert not DataKey.objects.using("default").exists()
     assert not any("IBAN" in str(row["message"]) for row in dump_main_database()["messages"])
     (alice_key, _, _, _), bob_key_row = key_rows()
+    assert load_messages(alice) == [user("my IBAN is DE89 3704")]
 
     dump = dump_main_database()
     before = snapshot()
