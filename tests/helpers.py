@@ -27,12 +27,16 @@ def run(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
 
 
 def stored(session_id: str) -> list[tuple[int, str, int, Any]]:
-    """The session's messages as (position, run id, turn, message), in order."""
-    return list(
-        MemoryMessage.objects.filter(conversation__session_id=session_id)
+    """The session's messages as (position, run id, turn, message), in order.
+
+    Read as model instances, which open sealed messages (a run with
+    ``ANVIA_TEST_ENCRYPTION=1``)."""
+    return [
+        (row.position, row.run_id, row.turn, row.message)
+        for row in MemoryMessage.objects.filter(conversation__session_id=session_id)
         .order_by("position")
-        .values_list("position", "run_id", "turn", "message")
-    )
+        .only("conversation_id", "position", "run_id", "turn", "message")
+    ]
 
 
 def append_input(

@@ -41,10 +41,16 @@ if BACKEND in ("postgres", "postgresql"):
         # What docs/production.md recommends without a transaction-pooling
         # proxy: server-side parameters, statements prepared on reuse.
         DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
-    # A second database, for tests of ``using=`` and routers.
+    # More databases, each set up only for the tests that name it in
+    # ``databases``: "other" for ``using=`` and routers, "keys" for the data
+    # key table on a database of its own (tests/encryption/test_key_database.py).
     DATABASES["other"] = {
         **DATABASES["default"],
         "TEST": {"NAME": DATABASES["default"]["TEST"]["NAME"] + "_other"},
+    }
+    DATABASES["keys"] = {
+        **DATABASES["default"],
+        "TEST": {"NAME": DATABASES["default"]["TEST"]["NAME"] + "_keys"},
     }
 elif BACKEND in ("mariadb", "mysql"):
     DATABASES = {
@@ -76,6 +82,13 @@ elif BACKEND in ("mariadb", "mysql"):
             "NAME": DATABASES["default"]["TEST"]["NAME"] + "_other",
         },
     }
+    DATABASES["keys"] = {
+        **DATABASES["default"],
+        "TEST": {
+            **DATABASES["default"]["TEST"],
+            "NAME": DATABASES["default"]["TEST"]["NAME"] + "_keys",
+        },
+    }
 else:
     # A file, not :memory:, so threads get their own connections to one database.
     _sqlite_dir = Path(os.environ.get("ANVIA_SQLITE_DIR", tempfile.gettempdir()))
@@ -92,6 +105,12 @@ else:
             "NAME": str(_sqlite_file.with_suffix(".other.sqlite3")),
             "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
             "TEST": {"NAME": str(_sqlite_file.with_suffix(".other.sqlite3"))},
+        },
+        "keys": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(_sqlite_file.with_suffix(".keys.sqlite3")),
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
+            "TEST": {"NAME": str(_sqlite_file.with_suffix(".keys.sqlite3"))},
         },
     }
 

@@ -72,11 +72,13 @@ def kept_appends(session_id: str) -> dict[int, list[int]]:
     conversation = Conversation.objects.filter(session_id=session_id).first()
     if conversation is None:
         return {}
-    rows: list[tuple[int, dict[str, Any]]] = list(
-        MemoryMessage.objects.filter(conversation=conversation)
+    # Model instances, which open sealed messages (ANVIA_TEST_ENCRYPTION=1).
+    rows: list[tuple[int, dict[str, Any]]] = [
+        (row.position, row.message)
+        for row in MemoryMessage.objects.filter(conversation=conversation)
         .order_by("position")
-        .values_list("position", "message")
-    )
+        .only("conversation_id", "position", "message")
+    ]
     assert [position for position, _ in rows] == list(range(len(rows))), "a gap or duplicate"
     assert conversation.message_count == len(rows)
     by_writer: dict[int, list[int]] = defaultdict(list)

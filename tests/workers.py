@@ -18,6 +18,14 @@ def setup_django(database_name: str) -> None:
     import django
 
     django.setup()
+    if os.environ.get("ANVIA_TEST_ENCRYPTION") == "1":
+        # As tests/conftest.py does in the parent: the children of a run
+        # with encryption on write and read sealed messages too.
+        from anvia_django import conf
+        from tests.encryption.support import encryption
+
+        conf.DEFAULTS["ENCRYPTION"] = encryption()["ENCRYPTION"]
+        conf.app_settings.reload()
 
 
 def wait_until(start_at: float) -> None:

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from anvia_django.checks import check_encryption
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.branches import MemoryForkInput
-from anvia_django.encryption import encryption_enabled
 from anvia_django.encryption.envelope import DecryptionError
 from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import forget_keys
@@ -234,8 +233,9 @@ def test_rotate_keys_rewraps_and_keeps_everything_readable() -> None:
 
 @pytest.mark.django_db
 def test_rows_written_before_encryption_still_read(encrypted: None) -> None:
-    with override_settings(ANVIA_DJANGO={}):
+    with override_settings(ANVIA_DJANGO={"ENCRYPTION": None}):
         append_messages(append_input("s", [user("plain")]))
+    assert "plain" in raw_messages("s")[0][2]
     append_messages(append_input("s", [user("sealed")], turn=2))
     assert load_messages(MemoryContext("s")) == [user("plain"), user("sealed")]
 
@@ -243,8 +243,9 @@ def test_rows_written_before_encryption_still_read(encrypted: None) -> None:
 def test_the_default_path_has_no_encryption() -> None:
     """Without the setting nothing of encryption runs: a fresh process that
     imports the store, the admin and the API and runs the system checks never
-    imports ``cryptography`` (an optional extra) nor the key code."""
-    assert not encryption_enabled()
+    imports ``cryptography`` (an optional extra) nor the key code (also in
+    a run with ``ANVIA_TEST_ENCRYPTION=1``, which turns it on only in this
+    process)."""
     script = (
         "import sys, django; django.setup()\n"
         "import anvia_django.store, anvia_django.admin, anvia_django.api.views\n"
@@ -325,7 +326,8 @@ def test_keys_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_no_check_message_without_encryption() -> None:
-    assert check_encryption() == []
+    with override_settings(ANVIA_DJANGO={"ENCRYPTION": None}):
+        assert check_encryption() == []
 
 
 @pytest.mark.django_db
