@@ -300,22 +300,12 @@ def _append_in_thread(session_id: str, text: str, errors: list[BaseException]) -
     return thread
 
 
-@pytest.mark.server  # on SQLite the writer's key fetch and insert are one write transaction
-@pytest.mark.parametrize("session_id", ["a", "new"], ids=["existing", "new-conversation"])
-@pytest.mark.django_db(transaction=True)
-def test_a_writer_that_fetched_the_retired_key_loses_nothing(
-    before_a_leak: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch, session_id: str
-) -> None:
-    """The writer fetches u1's old key under its conversation's lock and is
-    held there while the re-encryption makes u1 a new key; it then seals
-    and inserts under the old one. For an existing conversation it goes on
-    once the new key is made (the sweep then waits for its lock); for a
-    conversation it is creating, which no sweep can see, only when the
-    re-encryption is about to destroy the old key (the wait for writes in
-    flight must then wait for it)."""
-    (old_key,) = DataKey.objects.filter(owner="user:u1").values_list("pk", flat=True)
+def _hold_first_key_fetch(
+    monkeypatch: pytest.MonkeyPatch, used: list[int]
+) -> tuple[threading.Event, threading.Event]:
+    """Make the next append hold on after fetching its data key (under its
+    conversation's lock) until ``go`` is set; ``fetched`` tells it got there."""
     fetched, go = threading.Event(), threading.Event()
-    used: list[int] = []
     real_fetch = sealed.data_key_for
 
     def fetch_then_hold(alias: str, owner: str) -> Any:
@@ -325,42 +315,121 @@ def test_a_writer_that_fetched_the_retired_key_loses_nothing(
         assert go.wait(60)
         return key
 
-    def release_after(real: Any) -> Any:
-        def released(*args: Any, **kwargs: Any) -> Any:
-            if session_id == "a":
-                result = real(*args, **kwargs)
-                go.set()
-                return result
-            go.set()
-            return real(*args, **kwargs)
-
-        return released
-
     monkeypatch.setattr(sealed, "data_key_for", fetch_then_hold)
-    if session_id == "a":
-        monkeypatch.setattr(
-            reencrypt_module, "renew_keys", release_after(reencrypt_module.renew_keys)
-        )
-    else:
-        monkeypatch.setattr(
-            reencrypt_module,
-            "wait_for_writes_in_flight",
-            release_after(reencrypt_module.wait_for_writes_in_flight),
-        )
+    return fetched, go
+
+
+def _check_late_message(session_id: str, expected_before: list[Any], old_key: int) -> None:
+    assert not DataKey.objects.filter(pk=old_key).exists()
+    assert_all_sealed_under_current_keys()
+    forget_keys()
+    with override_settings(ANVIA_DJANGO=NEW):
+        loaded = load_messages(MemoryContext(session_id, user_id="u1"))
+        assert loaded == [*expected_before, user("late")]
+
+
+@pytest.mark.server  # on SQLite the writer's key fetch and insert are one write transaction
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_holding_the_retired_key_under_the_lock_loses_nothing(
+    before_a_leak: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer fetches u1's old key under conversation a's lock and holds
+    on while the re-encryption makes u1 a new key; it then seals and inserts
+    under the old key, while the sweep waits for the lock."""
+    (old_key,) = DataKey.objects.filter(owner="user:u1").values_list("pk", flat=True)
+    used: list[int] = []
+    fetched, go = _hold_first_key_fetch(monkeypatch, used)
+    real_renew = reencrypt_module.renew_keys
+
+    def renew_then_release(alias: str, *, batch_size: int) -> int:
+        renewed = real_renew(alias, batch_size=batch_size)
+        go.set()
+        return renewed
+
+    real_retire = reencrypt_module.retire_keys
+    resealed_by_the_last_sweep: list[int] = []
+
+    def retire(alias: str, counts: Any, **options: Any) -> None:
+        before = counts.resealed_rows
+        real_retire(alias, counts, **options)
+        resealed_by_the_last_sweep.append(counts.resealed_rows - before)
+
+    monkeypatch.setattr(reencrypt_module, "renew_keys", renew_then_release)
+    monkeypatch.setattr(reencrypt_module, "retire_keys", retire)
     errors: list[BaseException] = []
     with override_settings(ANVIA_DJANGO=BOTH):
-        writer = _append_in_thread(session_id, "late", errors)
+        writer = _append_in_thread("a", "late", errors)
         assert fetched.wait(60)
         reencrypt()
         writer.join(60)
     assert errors == []
     assert used == [old_key]  # the writer did seal under the key being retired
-    assert not DataKey.objects.filter(pk=old_key).exists()
-    assert_all_sealed_under_current_keys()
-    forget_keys()
-    with override_settings(ANVIA_DJANGO=NEW):
-        expected = [*before_a_leak.get(session_id, []), user("late")]
-        assert load_messages(MemoryContext(session_id, user_id="u1")) == expected
+    # The sweep under the lock sealed its message again, not the last one.
+    assert resealed_by_the_last_sweep == [0]
+    _check_late_message("a", before_a_leak["a"], old_key)
+
+
+def _someone_waits_for_the_conversation_table(alias: str) -> bool:
+    """Whether a session of this database waits for a lock on the
+    conversation table (the wait for the writes in flight)."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted "
+                "AND locktype = 'relation' AND relation = %s::regclass "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+                [Conversation._meta.db_table],
+            )
+        else:
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST "
+                "WHERE DB = DATABASE() AND STATE = 'Waiting for table metadata lock')"
+            )
+        return bool(cursor.fetchone()[0])
+
+
+@pytest.mark.server  # on SQLite the writer's key fetch and insert are one write transaction
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_creating_a_conversation_with_the_retired_key_loses_nothing(
+    before_a_leak: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer creates conversation "new" of u1 and fetches u1's old key;
+    no sweep can see the conversation before it commits. It goes on only
+    when the re-encryption is about to destroy the old key, and commits
+    only once the re-encryption waits for it (or, were the wait missing,
+    once it has finished: then the message would be lost)."""
+    (old_key,) = DataKey.objects.filter(owner="user:u1").values_list("pk", flat=True)
+    used: list[int] = []
+    fetched, go = _hold_first_key_fetch(monkeypatch, used)
+    finished = threading.Event()
+    real_wait = reencrypt_module.wait_for_writes_in_flight
+    real_append = sealed.append_sealed_under_lock
+
+    def release_then_wait(alias: str) -> None:
+        go.set()
+        real_wait(alias)
+
+    def append_then_hold(alias: str, append: Any) -> Any:
+        appended = real_append(alias, append)
+        while not (finished.is_set() or _someone_waits_for_the_conversation_table(alias)):
+            time.sleep(0.01)
+        return appended
+
+    monkeypatch.setattr(reencrypt_module, "wait_for_writes_in_flight", release_then_wait)
+    monkeypatch.setattr(sealed, "append_sealed_under_lock", append_then_hold)
+    errors: list[BaseException] = []
+    with override_settings(ANVIA_DJANGO=BOTH):
+        writer = _append_in_thread("new", "late", errors)
+        assert fetched.wait(60)
+        try:
+            reencrypt()
+        finally:
+            finished.set()
+        writer.join(60)
+    assert errors == []
+    assert used == [old_key]
+    _check_late_message("new", [], old_key)
 
 
 @pytest.mark.parametrize(
