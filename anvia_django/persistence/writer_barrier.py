@@ -16,6 +16,8 @@ any lock; nothing waits on a data key.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.db import connections, transaction
 
 from anvia_django.models import Conversation
@@ -42,7 +44,7 @@ def wait_for_writes_in_flight(alias: str) -> None:
             # One writer at a time: taking the write lock waits for the one
             # in flight. A write statement takes it even when it matches no
             # row (whatever the transaction mode).
-            pk = quote(Conversation._meta.pk.column)
+            pk = quote(cast(str, Conversation._meta.pk.column))
             cursor.execute(f"UPDATE {table} SET {pk} = {pk} WHERE 0 = 1")
         else:
             # PostgreSQL (and the SQL standard's other databases): SHARE

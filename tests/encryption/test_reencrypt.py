@@ -21,11 +21,12 @@ from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.branches import MemoryForkInput
 from anvia_django.encryption.envelope import ENVELOPE_PREFIX, envelope_head
 from anvia_django.encryption.keyring import MissingKeyError
-from anvia_django.encryption.keys import forget_keys, owner_of
+from anvia_django.encryption.keys import data_key_for, forget_keys, owner_of
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, DataKey, MemoryMessage
 from anvia_django.persistence import append_messages, fork_conversation, load_messages, sealed
 from anvia_django.persistence import reencrypt as reencrypt_module
+from anvia_django.persistence.writer_barrier import wait_for_writes_in_flight
 from tests.encryption import reencrypt_workers
 from tests.encryption.support import KEY_1, KEY_2, encryption
 from tests.helpers import append_input, assistant, user
@@ -306,7 +307,7 @@ def _hold_first_key_fetch(
     """Make the next append hold on after fetching its data key (under its
     conversation's lock) until ``go`` is set; ``fetched`` tells it got there."""
     fetched, go = threading.Event(), threading.Event()
-    real_fetch = sealed.data_key_for
+    real_fetch = data_key_for
 
     def fetch_then_hold(alias: str, owner: str) -> Any:
         key = real_fetch(alias, owner)
@@ -403,7 +404,7 @@ def test_a_writer_creating_a_conversation_with_the_retired_key_loses_nothing(
     used: list[int] = []
     fetched, go = _hold_first_key_fetch(monkeypatch, used)
     finished = threading.Event()
-    real_wait = reencrypt_module.wait_for_writes_in_flight
+    real_wait = wait_for_writes_in_flight
     real_append = sealed.append_sealed_under_lock
 
     def release_then_wait(alias: str) -> None:
@@ -519,3 +520,29 @@ def _with_writer_threads(least: int) -> list[int]:
         thread.join(600)
     assert errors == []
     return results
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "other"])
+def test_keys_on_their_own_database() -> None:
+    def keys_on_other(current: str, **keys: str) -> dict[str, Any]:
+        setting = encryption(current, **keys)
+        setting["ENCRYPTION"]["KEY_DATABASE"] = "other"
+        return setting
+
+    with override_settings(ANVIA_DJANGO=keys_on_other("k1", k1=KEY_1)):
+        append_messages(append_input("a", [user("a1")], user_id="u1"))
+        append_messages(append_input("d", [user("d1")]))
+    (old_key,) = DataKey.objects.using("other").filter(owner="user:u1").values_list("pk", flat=True)
+    with override_settings(ANVIA_DJANGO=keys_on_other("k2", k1=KEY_1, k2=KEY_2)):
+        output = reencrypt()
+    assert "2 data key(s) renewed, 2 row(s) of 2 conversation(s) sealed again" in output
+    assert "2 old data key(s) destroyed" in output
+    assert not DataKey.objects.exists()  # nothing on the messages' database
+    keys = dict(DataKey.objects.using("other").values_list("owner", "pk"))
+    assert len(keys) == 2
+    assert keys["user:u1"] != old_key
+    assert column_texts()[min(column_texts())][2].startswith(envelope_head(keys["user:u1"]))
+    forget_keys()
+    with override_settings(ANVIA_DJANGO=keys_on_other("k2", k2=KEY_2)):
+        assert load_messages(MemoryContext("a", user_id="u1")) == [user("a1")]
+        assert load_messages(MemoryContext("d")) == [user("d1")]
