@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import connections, transaction
-from django.db.models import Count, Q, TextField
+from django.db.models import Count, Q, Sum, TextField
 from django.db.models.functions import Cast, Substr
 
 from anvia_django.encryption.envelope import envelope_head, seal
@@ -192,7 +192,8 @@ def reseal_conversations(
 ) -> None:
     """Phase 2: every conversation, in pages of ``batch_size``, in id order."""
     conversations = Conversation.objects.using(alias)
-    total = conversations.count()
+    # Estimates: appends and deletions go on meanwhile.
+    totals = conversations.aggregate(conversations=Count("pk"), messages=Sum("message_count"))
     last = 0
     while True:
         page = list(
@@ -208,8 +209,8 @@ def reseal_conversations(
             )
         counts.conversations += len(page)
         report(
-            f"{counts.conversations}/{total} conversation(s) swept, "
-            f"{counts.resealed_rows} row(s) sealed again"
+            f"{counts.conversations}/{totals['conversations']} conversation(s) swept, "
+            f"{counts.resealed_rows}/{totals['messages'] or 0} message(s) sealed again"
         )
         last = page[-1]
 

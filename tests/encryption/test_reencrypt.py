@@ -201,9 +201,9 @@ def test_progress_per_batch_on_stderr_and_quiet_at_verbosity_0(
     lines = shown.getvalue().splitlines()
     assert lines == [
         "reencrypt: 3 data key(s) renewed",
-        "reencrypt: 2/5 conversation(s) swept, 4 row(s) sealed again",
-        "reencrypt: 4/5 conversation(s) swept, 7 row(s) sealed again",
-        "reencrypt: 5/5 conversation(s) swept, 9 row(s) sealed again",
+        "reencrypt: 2/5 conversation(s) swept, 4/9 message(s) sealed again",
+        "reencrypt: 4/5 conversation(s) swept, 7/9 message(s) sealed again",
+        "reencrypt: 5/5 conversation(s) swept, 9/9 message(s) sealed again",
         "reencrypt: 2 old data key(s) destroyed",
         "reencrypt: 3 old data key(s) destroyed",
     ]
