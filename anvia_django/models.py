@@ -275,6 +275,11 @@ class DataKey(models.Model):
     """A data key of encryption at rest (``ANVIA_DJANGO["ENCRYPTION"]``), wrapped
     by a master key: one per user, or per conversation when it has no user.
 
+    An owner's current key is its highest generation. Older generations
+    exist only while ``anvia_memory rotate-keys --reencrypt`` moves the
+    owner's messages to a new key; it destroys them when nothing is sealed
+    under them any more.
+
     Destroying the row makes every message sealed under it unreadable,
     wherever copies of those rows are. May live on a database of its own
     (``ENCRYPTION["KEY_DATABASE"]``, with a router): see docs/production.md.
@@ -282,7 +287,12 @@ class DataKey(models.Model):
 
     # "user:<user id>" or "conversation:<ref>".
     owner = IdentifierField(max_length=ID_MAX_LENGTH + 16)
+    generation = models.PositiveIntegerField(default=1)
     master_key_id = IdentifierField(max_length=64)
+    # The master key current when the key was made. Re-wrapping does not
+    # change it: a key made under a master key that may have leaked stays
+    # exposed whatever wraps it now, and --reencrypt replaces it.
+    created_under = IdentifierField(max_length=64)
     # URL-safe base64 of the nonce and the sealed key.
     wrapped_key = IdentifierField(max_length=128)
     created_at = models.DateTimeField()
@@ -291,7 +301,11 @@ class DataKey(models.Model):
         verbose_name = "data key"
         # Not in the admin; no permission should let anyone browse keys.
         default_permissions = ()
-        constraints = [models.UniqueConstraint(fields=["owner"], name="anvia_datakey_owner_uniq")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "generation"], name="anvia_datakey_owner_generation_uniq"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"data key {self.pk} ({self.master_key_id})"
+        return f"data key {self.pk} ({self.master_key_id}, generation {self.generation})"

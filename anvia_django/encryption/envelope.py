@@ -77,6 +77,11 @@ def seal(cipher: AESGCM, data_key_id: int, conversation_id: int, position: int, 
     return f'{{"{MARKER}":{VERSION},"dk":{data_key_id},"ct":"{body}"}}'
 
 
+def envelope_head(data_key_id: int) -> str:
+    """How the JSON text of every envelope sealed under ``data_key_id`` begins."""
+    return f'{{"{MARKER}":{VERSION},"dk":{data_key_id},"ct":"'
+
+
 def parse_envelope_text(text: str) -> tuple[int, str]:
     """The data key id and ciphertext of an envelope's JSON text."""
     found = _ENVELOPE_TEXT.match(text)

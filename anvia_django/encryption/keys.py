@@ -1,6 +1,6 @@
-"""Data keys in the database: one per owner (a user, else a conversation),
-created on first use, unwrapped once per process, re-wrapped by rotation,
-destroyed by erasure."""
+"""Data keys in the database: one current key per owner (a user, else a
+conversation), created on first use, unwrapped once per process, re-wrapped
+by rotation, renewed by re-encryption, destroyed by erasure."""
 
 from __future__ import annotations
 
@@ -89,12 +89,22 @@ def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> AE
 
 
 def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
-    """The id and cipher of ``owner``'s data key, created (wrapped by the
-    current master key) when it has none. Raises naming the key id when the
-    key cannot be unwrapped: the caller then writes nothing."""
+    """The id and cipher of ``owner``'s current data key (its newest
+    generation), created (wrapped by the current master key) when it has
+    none. Raises naming the key id when the key cannot be unwrapped: the
+    caller then writes nothing.
+
+    Read from the database on every call, never from a per-owner cache:
+    ``--reencrypt`` in another process may have made a newer key, and
+    sealing under the one it is retiring would lose the message when that
+    key is destroyed (see persistence/reencrypt.py)."""
     kalias = key_alias(alias)
     keys = DataKey.objects.using(kalias)
-    found = keys.filter(owner=owner).values_list("pk", "master_key_id", "wrapped_key")
+    found = (
+        keys.filter(owner=owner)
+        .order_by("-generation")
+        .values_list("pk", "master_key_id", "wrapped_key")
+    )
     row = found.first()
     if row is None:
         ring = keyring()
@@ -104,7 +114,9 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
             with transaction.atomic(using=kalias):
                 created = keys.create(
                     owner=owner,
+                    generation=1,
                     master_key_id=ring.current,
+                    created_under=ring.current,
                     wrapped_key=wrapped,
                     created_at=timezone.now(),
                 )
@@ -204,12 +216,63 @@ def open_column_texts(alias: str, rows: Iterable[tuple[int, int, str]]) -> list[
 
 
 def destroy_data_key(alias: str, owner: str) -> int:
-    """Delete ``owner``'s data key (erasure): how many rows went (0 or 1)."""
+    """Delete ``owner``'s data keys, every generation (erasure): how many rows went."""
     kalias = key_alias(alias)
     rows = DataKey.objects.using(kalias).filter(owner=owner)
     for pk in rows.values_list("pk", flat=True):
         _ciphers.pop((kalias, pk), None)
     deleted, _ = rows.delete()
+    return deleted
+
+
+def renew_data_key(alias: str, owner: str) -> tuple[int, bool]:
+    """Give ``owner`` a new current data key, made and wrapped under the
+    current master key, unless its current key was made under it already:
+    the current key's id, and whether it is new. The older generations stay (messages
+    sealed under them still read) until :func:`destroy_retired_keys`."""
+    kalias = key_alias(alias)
+    ring = keyring()
+    keys = DataKey.objects.using(kalias)
+    current = (
+        keys.filter(owner=owner)
+        .order_by("-generation")
+        .values_list("pk", "generation", "created_under")
+        .first()
+    )
+    if current is not None and current[2] == ring.current:
+        return current[0], False
+    raw = new_data_key()
+    wrapped = wrap(ring.master(ring.current), ring.current, owner, raw)
+    try:
+        with transaction.atomic(using=kalias):
+            created = keys.create(
+                owner=owner,
+                generation=1 if current is None else current[1] + 1,
+                master_key_id=ring.current,
+                created_under=ring.current,
+                wrapped_key=wrapped,
+                created_at=timezone.now(),
+            )
+    except IntegrityError:
+        # Another run, or a first append, made that generation first, under
+        # the current master key too.
+        return renew_data_key(alias, owner)
+    _ciphers[(kalias, created.pk)] = (wrapped, AESGCM(raw))
+    return created.pk, True
+
+
+def destroy_retired_keys(alias: str, owner: str) -> int:
+    """Delete ``owner``'s data keys older than its current one: how many
+    went. The caller has made sure nothing is sealed under them any more."""
+    kalias = key_alias(alias)
+    keys = DataKey.objects.using(kalias).filter(owner=owner)
+    newest = keys.order_by("-generation").values_list("generation", flat=True).first()
+    if newest is None:
+        return 0
+    retired = keys.filter(generation__lt=newest)
+    for pk in retired.values_list("pk", flat=True):
+        _ciphers.pop((kalias, pk), None)
+    deleted, _ = retired.delete()
     return deleted
 
 

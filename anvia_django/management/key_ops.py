@@ -15,6 +15,8 @@ from anvia_django.persistence import (
 )
 from anvia_django.persistence.databases import write_alias
 
+from .progress import Progress
+
 Confirm = Callable[[str], bool]
 
 
@@ -44,11 +46,40 @@ def erase_user(out: OutputWrapper, *, user_id: str, interactive: bool, confirm: 
     )
 
 
-def rotate_keys(out: OutputWrapper, *, batch_size: int) -> None:
-    """Re-wrap every data key under the current master key."""
+def rotate_keys(
+    out: OutputWrapper, err: OutputWrapper, *, batch_size: int, reencrypt: bool, verbosity: int
+) -> None:
+    """Re-wrap every data key under the current master key; with
+    ``reencrypt``, also replace the keys made under earlier master keys and
+    seal every message again (persistence/reencrypt.py)."""
     if not encryption_enabled():
         raise CommandError("ANVIA_DJANGO['ENCRYPTION'] is not set: there are no keys to rotate.")
+    from anvia_django.encryption.envelope import DecryptionError
+    from anvia_django.encryption.keyring import MissingKeyError
     from anvia_django.encryption.keys import keyring, rotate_data_keys
 
-    rotated = rotate_data_keys(write_alias(None), batch_size=batch_size)
-    out.write(f"Re-wrapped {rotated} data key(s) under master key {keyring().current!r}.")
+    alias = write_alias(None)
+    try:
+        rotated = rotate_data_keys(alias, batch_size=batch_size)
+        out.write(f"Re-wrapped {rotated} data key(s) under master key {keyring().current!r}.")
+        if not reencrypt:
+            return
+        from anvia_django.persistence.reencrypt import reencrypt as reencrypt_all
+
+        # A long run that can be resumed: its progress belongs in the log
+        # even when stderr is not a terminal.
+        shown = verbosity if err.isatty() else (2 if verbosity >= 1 else 0)
+        progress = Progress(err, shown, label="reencrypt")
+        counts = reencrypt_all(alias, batch_size=batch_size, report=progress.update)
+        progress.done()
+        out.write(
+            f"Re-encrypted under master key {keyring().current!r}: {counts.renewed_keys} data "
+            f"key(s) renewed, {counts.resealed_rows} row(s) of {counts.conversations} "
+            f"conversation(s) sealed again, {counts.destroyed_keys} old data key(s) destroyed."
+        )
+    except (DecryptionError, MissingKeyError) as error:
+        # Names a key id, never content; the batches before it are
+        # committed, and running the command again continues from there.
+        raise CommandError(
+            f"{error}. The batches done so far are kept; run the command again to continue."
+        ) from None

@@ -200,6 +200,13 @@ class Command(BaseCommand):
         rotate = self._subcommand(
             actions, "rotate-keys", "Re-wrap every data key under the current master key."
         )
+        rotate.add_argument(
+            "--reencrypt",
+            action="store_true",
+            help="Also give every owner whose data key was made under an earlier master key "
+            "a new one, seal every message again under it (rows from before encryption "
+            "too) and destroy the old keys. Resumable: run it again after an interruption.",
+        )
         self._batch_size_option(rotate)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -273,7 +280,13 @@ class Command(BaseCommand):
                 confirm=self._ask,
             )
         elif action == "rotate-keys":
-            key_ops.rotate_keys(self.stdout, batch_size=options["batch_size"])
+            key_ops.rotate_keys(
+                self.stdout,
+                self.stderr,
+                batch_size=options["batch_size"],
+                reencrypt=options["reencrypt"],
+                verbosity=verbosity,
+            )
         else:  # argparse only lets the choices through
             raise CommandError(f"Unknown action {action!r}.")
 

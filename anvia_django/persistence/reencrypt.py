@@ -1,0 +1,252 @@
+"""Re-encryption (``anvia_memory rotate-keys --reencrypt``): every owner whose
+data key was made under an earlier master key gets a new key, every sealed
+row is sealed again under its owner's current key (rows written before
+encryption was on included), and the old keys are destroyed once nothing is
+sealed under them.
+
+Re-wrapping (plain ``rotate-keys``) is not enough after a master key may
+have leaked: whoever holds it and a copy of the key table can unwrap the
+old data keys, and with them every copy of the messages.
+
+The phases, each safe to run again, so a run killed anywhere is finished by
+running the command again (nothing records where it stopped: the data says):
+
+1. renew: each owner whose current key was made under a master key other
+   than ``CURRENT`` gets a new generation. From its commit on, every writer
+   that fetches the owner's key gets the new one (``data_key_for`` reads
+   the table each time).
+2. reseal: conversation by conversation, in id order, under the
+   conversation's row lock (the lock an append holds while it fetches its
+   key, seals and inserts), every row not sealed under the owner's current
+   key is sealed again, at most ``batch_size`` rows per transaction.
+   A writer holding the lock with the old key commits before the sweep
+   reads the conversation; a writer after the sweep gets the new key.
+3. wait for the writes in flight (:mod:`.writer_barrier`): a writer that
+   fetched the old key for a conversation it was creating could not be
+   seen by phase 2.
+4. retire: each owner with older generations has its conversations swept
+   once more, then the older keys are destroyed.
+
+Every sealed table is one step of :data:`SEALED_TABLES`, run under the
+conversation's lock: a table sealed later (failed-run payloads, summaries)
+adds its step there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from django.db import connections, transaction
+from django.db.models import Count, Q, Sum, TextField
+from django.db.models.functions import Cast, Substr
+
+from anvia_django.encryption.envelope import envelope_head, seal
+from anvia_django.encryption.keys import (
+    data_key_for,
+    destroy_retired_keys,
+    key_alias,
+    keyring,
+    open_column_text,
+    owner_of,
+    renew_data_key,
+)
+from anvia_django.models import Conversation, DataKey, MemoryMessage
+
+from .dialects.statements import _quoted
+from .writer_barrier import wait_for_writes_in_flight
+
+
+class CurrentKey(NamedTuple):
+    """The data key a conversation's rows must be sealed under."""
+
+    id: int
+    cipher: AESGCM
+
+
+ResealStep = Callable[[str, int, CurrentKey, int], int]
+"""``(alias, conversation id, current key, limit)``: seal again at most
+``limit`` of the conversation's rows in one table that are not sealed under
+the key; how many it did (fewer than ``limit``: none is left)."""
+
+
+def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
+    """The :data:`ResealStep` of the message table."""
+    head = envelope_head(key.id)
+    messages = MemoryMessage.objects.using(alias)
+    rows = list(
+        messages.filter(conversation_id=conversation_id)
+        # The column's text, not the decoded message: a plain row is sealed
+        # as it was stored, byte for byte.
+        .annotate(
+            text=Cast("message", output_field=TextField()),
+            head=Substr("message", 1, len(head), output_field=TextField()),
+        )
+        .exclude(head=head)
+        .order_by("position")
+        .values_list("pk", "position", "text")[:limit]
+    )
+    if rows:
+        resealed = [
+            (
+                seal(
+                    key.cipher,
+                    key.id,
+                    conversation_id,
+                    position,
+                    open_column_text(alias, conversation_id, position, text),
+                ),
+                pk,
+            )
+            for pk, position, text in rows
+        ]
+        # One statement run for every row: bulk_update's CASE over the batch
+        # took most of the time of the whole command.
+        with connections[alias].cursor() as cursor:
+            cursor.executemany(_update_message_sql(alias), resealed)
+    return len(rows)
+
+
+@lru_cache(maxsize=16)
+def _update_message_sql(alias: str) -> str:
+    table, c = _quoted(alias, MemoryMessage)
+    return f"UPDATE {table} SET {c['message']} = %s WHERE {c['id']} = %s"
+
+
+SEALED_TABLES: tuple[ResealStep, ...] = (reseal_messages,)
+"""The steps that seal one conversation's rows again, table by table."""
+
+
+@dataclass(slots=True)
+class ReencryptCounts:
+    renewed_keys: int = 0
+    conversations: int = 0
+    resealed_rows: int = 0
+    destroyed_keys: int = 0
+
+
+Report = Callable[[str], None]
+
+
+def reencrypt(alias: str, *, batch_size: int, report: Report) -> ReencryptCounts:
+    """Run the four phases on the conversations of ``alias``; ``report``
+    gets a line of progress per batch."""
+    counts = ReencryptCounts()
+    counts.renewed_keys = renew_keys(alias, batch_size=batch_size)
+    report(f"{counts.renewed_keys} data key(s) renewed")
+    reseal_conversations(alias, counts, batch_size=batch_size, report=report)
+    wait_for_writes_in_flight(alias)
+    retire_keys(alias, counts, batch_size=batch_size, report=report)
+    return counts
+
+
+def renew_keys(alias: str, *, batch_size: int) -> int:
+    """Phase 1: a new key for every owner whose current key was made under
+    a master key other than the current one; how many were made."""
+    stale = DataKey.objects.using(key_alias(alias)).exclude(created_under=keyring().current)
+    renewed = 0
+    last = 0
+    while True:
+        page = list(
+            stale.filter(pk__gt=last).order_by("pk").values_list("pk", "owner")[:batch_size]
+        )
+        if not page:
+            return renewed
+        for _, owner in page:
+            renewed += renew_data_key(alias, owner)[1]
+        last = page[-1][0]
+
+
+def reseal_conversation(alias: str, conversation_id: int, *, batch_size: int) -> int:
+    """Seal every row of the conversation that is not under its owner's
+    current key again, ``batch_size`` rows per transaction, each under the
+    conversation's row lock; how many rows were."""
+    resealed = 0
+    while True:
+        with transaction.atomic(using=alias):
+            row = (
+                Conversation.objects.using(alias)
+                .select_for_update()
+                .filter(pk=conversation_id)
+                .values_list("user_id", "ref")
+                .first()
+            )
+            if row is None:  # deleted meanwhile
+                return resealed
+            key = CurrentKey(*data_key_for(alias, owner_of(*row)))
+            done = 0
+            for step in SEALED_TABLES:
+                done += step(alias, conversation_id, key, batch_size - done)
+                if done == batch_size:
+                    break
+        resealed += done
+        if done < batch_size:
+            return resealed
+
+
+def reseal_conversations(
+    alias: str, counts: ReencryptCounts, *, batch_size: int, report: Report
+) -> None:
+    """Phase 2: every conversation, in pages of ``batch_size``, in id order."""
+    conversations = Conversation.objects.using(alias)
+    # Estimates: appends and deletions go on meanwhile.
+    totals = conversations.aggregate(conversations=Count("pk"), messages=Sum("message_count"))
+    last = 0
+    while True:
+        page = list(
+            conversations.filter(pk__gt=last)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:batch_size]
+        )
+        if not page:
+            return
+        for conversation_id in page:
+            counts.resealed_rows += reseal_conversation(
+                alias, conversation_id, batch_size=batch_size
+            )
+        counts.conversations += len(page)
+        report(
+            f"{counts.conversations}/{totals['conversations']} conversation(s) swept, "
+            f"{counts.resealed_rows}/{totals['messages'] or 0} message(s) sealed again"
+        )
+        last = page[-1]
+
+
+def _conversations_of(alias: str, owner: str) -> list[int]:
+    """The conversations whose data key owner is ``owner`` (see ``owner_of``)."""
+    kind, _, name = owner.partition(":")
+    found = Conversation.objects.using(alias)
+    if kind == "user":
+        found = found.filter(user_id=name)
+    else:
+        found = found.filter(Q(user_id__isnull=True) | Q(user_id=""), ref=name)
+    return list(found.order_by("pk").values_list("pk", flat=True))
+
+
+def retire_keys(alias: str, counts: ReencryptCounts, *, batch_size: int, report: Report) -> None:
+    """Phase 4 (after the writes in flight have ended): each owner with
+    older keys has its conversations swept again, then loses those keys."""
+    owners = (
+        DataKey.objects.using(key_alias(alias))
+        .values("owner")
+        .annotate(keys=Count("pk"))
+        .filter(keys__gt=1)
+        .order_by("owner")
+        .values_list("owner", flat=True)
+    )
+    last = ""
+    while True:
+        page = list(owners.filter(owner__gt=last)[:batch_size])
+        if not page:
+            return
+        for owner in page:
+            for conversation_id in _conversations_of(alias, owner):
+                counts.resealed_rows += reseal_conversation(
+                    alias, conversation_id, batch_size=batch_size
+                )
+            counts.destroyed_keys += destroy_retired_keys(alias, owner)
+        report(f"{counts.destroyed_keys} old data key(s) destroyed")
+        last = page[-1]
