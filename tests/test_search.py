@@ -300,3 +300,15 @@ def _terms(q: str) -> Any:
     from anvia_django.persistence import validate_query
 
     return validate_query(q)
+
+
+def test_a_message_updated_in_place_is_found_by_the_words_it_kept() -> None:
+    # SQLite's FTS5 triggers once removed the old text after adding the new
+    # (newest trigger first), losing the shared words (migration 0011).
+    from anvia_django.models import MemoryMessage
+
+    append_messages(append_input("s", [user("parcel lost in transit")]))
+    MemoryMessage.objects.update(message={"role": "user", "content": "parcel found"})
+    assert [hit.session_id for hit in search_messages("parcel", limit=5).items] == ["s"]
+    assert search_messages("transit", limit=5).items == []
+    assert [hit.session_id for hit in search_messages("found", limit=5).items] == ["s"]

@@ -6,8 +6,10 @@ highest); ``created_under`` records the master key current when a key was
 made (re-wrapping leaves it), for existing keys the one wrapping them now.
 A plain unique pair: MariaDB has no partial unique indexes.
 
-Going back fails while an owner holds two generations (the unique owner
-constraint returns); finish or rerun ``--reencrypt`` first.
+Going back is refused while the key table holds keys: migration 0009 then
+drops the table, and every message sealed under them could never be read
+again. (It also fails while an owner holds two generations: the unique
+owner constraint returns.)
 """
 
 from typing import Any
@@ -16,6 +18,18 @@ from django.db import migrations, models
 from django.db.models import F
 
 import anvia_django.fields
+
+
+def refuse_while_keys_exist(apps: Any, schema_editor: Any) -> None:
+    data_key = apps.get_model("anvia_django", "DataKey")
+    held = data_key.objects.using(schema_editor.connection.alias).count()
+    if held:
+        raise RuntimeError(
+            f"anvia_django: the data key table of database {schema_editor.connection.alias!r} "
+            f"holds {held} key(s). Going back past migration 0009 drops it, and every message "
+            "sealed under them could never be read again. Delete the keys first if that is "
+            "what you mean."
+        )
 
 
 def created_under_current_wrapper(apps: Any, schema_editor: Any) -> None:
@@ -50,5 +64,9 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(
                 fields=("owner", "generation"), name="anvia_datakey_owner_generation_uniq"
             ),
+        ),
+        # Last, so that going back checks first, before anything changed.
+        migrations.RunPython(
+            migrations.RunPython.noop, refuse_while_keys_exist, hints={"model_name": "datakey"}
         ),
     ]

@@ -27,9 +27,8 @@ running the command again (nothing records where it stopped: the data says):
 4. retire: each owner with older generations has its conversations swept
    once more, then the older keys are destroyed.
 
-Every sealed table is one step of :data:`SEALED_TABLES`, run under the
-conversation's lock: a table sealed later (failed-run payloads, summaries)
-adds its step there.
+Every sealed table (messages, failed runs, summaries) is one step of
+:data:`SEALED_TABLES`, run under the conversation's lock.
 """
 
 from __future__ import annotations
@@ -41,9 +40,11 @@ from typing import NamedTuple
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import connections, transaction
-from django.db.models import Count, Q, Sum, TextField
+from django.db.models import Count, Model, Q, Sum, TextField
 from django.db.models.functions import Cast, Substr
 
+from anvia_django.core.memory.validation import dumps
+from anvia_django.encryption.blind_index import INDEX_OWNER, indexed
 from anvia_django.encryption.envelope import envelope_head, seal
 from anvia_django.encryption.keys import (
     data_key_for,
@@ -54,9 +55,11 @@ from anvia_django.encryption.keys import (
     owner_of,
     renew_data_key,
 )
-from anvia_django.models import Conversation, DataKey, MemoryMessage
+from anvia_django.encryption.records import failed_run_place, seal_record_with, summary_place
+from anvia_django.models import Conversation, DataKey, FailedRun, MemoryMessage, MemorySummary
 
 from .dialects.statements import _quoted
+from .sealed_records import open_failed_run, open_summary
 from .writer_barrier import wait_for_writes_in_flight
 
 
@@ -90,33 +93,91 @@ def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: in
         .values_list("pk", "position", "text")[:limit]
     )
     if rows:
-        resealed = [
-            (
-                seal(
-                    key.cipher,
-                    key.id,
-                    conversation_id,
-                    position,
-                    open_column_text(alias, conversation_id, position, text),
-                ),
-                pk,
-            )
-            for pk, position, text in rows
+        texts = [open_column_text(alias, conversation_id, p, text) for _, p, text in rows]
+        envelopes = [
+            seal(key.cipher, key.id, conversation_id, position, text)
+            for (_, position, _), text in zip(rows, texts, strict=True)
         ]
+        # The blind index's tokens too, when it is on (a plain row gets its first).
+        envelopes = indexed(alias, envelopes, texts)
+        resealed = [(envelope, pk) for envelope, (pk, _, _) in zip(envelopes, rows, strict=True)]
         # One statement run for every row: bulk_update's CASE over the batch
         # took most of the time of the whole command.
         with connections[alias].cursor() as cursor:
-            cursor.executemany(_update_message_sql(alias), resealed)
+            cursor.executemany(_update_sql(alias, MemoryMessage, "message"), resealed)
+    return len(rows)
+
+
+def reseal_failed_runs(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
+    """The :data:`ResealStep` of failed runs: error message, traceback and
+    partial messages sealed together in ``messages`` (the text columns emptied)."""
+    head = envelope_head(key.id)
+    rows = list(
+        FailedRun.objects.using(alias)
+        .filter(conversation_id=conversation_id)
+        .annotate(head=Substr("messages", 1, len(head), output_field=TextField()))
+        .exclude(head=head)
+        .order_by("pk")
+        .values_list("pk", "run_id", "error_message", "traceback", "messages")[:limit]
+    )
+    if rows:
+        resealed = []
+        for pk, run_id, *stored in rows:
+            error_message, traceback, messages = open_failed_run(
+                alias, conversation_id, run_id, *stored
+            )
+            payload = dumps(
+                {"error_message": error_message, "traceback": traceback, "messages": messages}
+            )
+            place = failed_run_place(run_id)
+            resealed.append(
+                ("", "", seal_record_with(key.cipher, key.id, conversation_id, place, payload), pk)
+            )
+        with connections[alias].cursor() as cursor:
+            cursor.executemany(
+                _update_sql(alias, FailedRun, "error_message", "traceback", "messages"), resealed
+            )
+    return len(rows)
+
+
+def reseal_summaries(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
+    """The :data:`ResealStep` of compaction summaries."""
+    head = envelope_head(key.id)
+    rows = list(
+        MemorySummary.objects.using(alias)
+        .filter(conversation_id=conversation_id)
+        .annotate(head=Substr("message", 1, len(head), output_field=TextField()))
+        .exclude(head=head)
+        .order_by("pk")
+        .values_list("pk", "covers_through", "message")[:limit]
+    )
+    if rows:
+        resealed = [
+            (
+                seal_record_with(
+                    key.cipher,
+                    key.id,
+                    conversation_id,
+                    summary_place(covers_through),
+                    dumps(open_summary(alias, conversation_id, covers_through, message)),
+                ),
+                pk,
+            )
+            for pk, covers_through, message in rows
+        ]
+        with connections[alias].cursor() as cursor:
+            cursor.executemany(_update_sql(alias, MemorySummary, "message"), resealed)
     return len(rows)
 
 
 @lru_cache(maxsize=16)
-def _update_message_sql(alias: str) -> str:
-    table, c = _quoted(alias, MemoryMessage)
-    return f"UPDATE {table} SET {c['message']} = %s WHERE {c['id']} = %s"
+def _update_sql(alias: str, model: type[Model], *columns: str) -> str:
+    table, c = _quoted(alias, model)
+    assignments = ", ".join(f"{c[column]} = %s" for column in columns)
+    return f"UPDATE {table} SET {assignments} WHERE {c['id']} = %s"
 
 
-SEALED_TABLES: tuple[ResealStep, ...] = (reseal_messages,)
+SEALED_TABLES: tuple[ResealStep, ...] = (reseal_messages, reseal_failed_runs, reseal_summaries)
 """The steps that seal one conversation's rows again, table by table."""
 
 
@@ -146,7 +207,13 @@ def reencrypt(alias: str, *, batch_size: int, report: Report) -> ReencryptCounts
 def renew_keys(alias: str, *, batch_size: int) -> int:
     """Phase 1: a new key for every owner whose current key was made under
     a master key other than the current one; how many were made."""
-    stale = DataKey.objects.using(key_alias(alias)).exclude(created_under=keyring().current)
+    # Not the blind index's key: every token stored would stop matching (it
+    # is re-wrapped like every key; docs/production.md says what that leaves).
+    stale = (
+        DataKey.objects.using(key_alias(alias))
+        .exclude(created_under=keyring().current)
+        .exclude(owner=INDEX_OWNER)
+    )
     renewed = 0
     last = 0
     while True:
