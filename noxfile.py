@@ -20,9 +20,10 @@ nox.options.reuse_existing_virtualenvs = True
 # SQL written for it does not depend on the Python or Django version.
 MATRIX = {
     ("3.11", "5.2"): ["sqlite", "postgres", "mariadb", "generic"],
-    # PostgreSQL with server-side parameters and prepared statements, and
-    # the generic dialect on SQLite (the plain ORM on a one-writer database).
-    ("3.12", "6.1"): ["sqlite", "postgres-prepared", "generic-sqlite"],
+    # PostgreSQL with server-side parameters and prepared statements, the
+    # generic dialect on SQLite (the plain ORM on a one-writer database), and
+    # PostgreSQL with encryption at rest on.
+    ("3.12", "6.1"): ["sqlite", "postgres-prepared", "generic-sqlite", "postgres-encrypted"],
 }
 DATABASES = ["sqlite", "postgres"]
 
@@ -55,6 +56,17 @@ PREPARED_TESTS = [
     "tests/test_inspector.py",
     "tests/lifecycle",
     "tests/reliability/test_faults.py",
+]
+
+# Encryption at rest on (ANVIA_TEST_ENCRYPTION=1: a test keyring for the
+# whole run): the conformance and reliability suites and the encryption
+# tests (which turn on the blind index, key aliases and the browser test
+# themselves). The rest of the suite reads raw columns and counts statements
+# of the plain path on purpose.
+ENCRYPTED_TESTS = [
+    "tests/test_store_conformance.py",
+    "tests/reliability",
+    "tests/encryption",
 ]
 
 # The plain-ORM SQL dialect (what an unknown database gets), forced on
@@ -99,6 +111,9 @@ def tests(session: nox.Session, django: str) -> None:
             backend = "sqlite" if db == "generic-sqlite" else "postgres"
             env |= {"ANVIA_TEST_DB": backend, "ANVIA_TEST_DIALECT": "generic"}
             session.run("pytest", "-n", "2", *GENERIC_DIALECT_TESTS, *session.posargs, env=env)
+        elif db == "postgres-encrypted":
+            env |= {"ANVIA_TEST_DB": "postgres", "ANVIA_TEST_ENCRYPTION": "1"}
+            session.run("pytest", "-n", "2", *ENCRYPTED_TESTS, *session.posargs, env=env)
         elif db == "postgres-prepared":
             env |= {"ANVIA_TEST_DB": "postgres", "ANVIA_PG_PREPARED": "1"}
             session.run("pytest", "-n", "2", *PREPARED_TESTS, *session.posargs, env=env)
