@@ -164,7 +164,7 @@ def test_running_it_again_changes_nothing(before_a_leak: dict[str, list[Any]]) -
 
 @pytest.mark.django_db(transaction=True)
 def test_rows_written_before_encryption_are_sealed() -> None:
-    with override_settings(ANVIA_DJANGO={}):
+    with override_settings(ANVIA_DJANGO={"ENCRYPTION": None}):
         append_messages(append_input("plain", [user("p1"), assistant("p2")], user_id="u1"))
     with override_settings(ANVIA_DJANGO=OLD):
         append_messages(append_input("plain", [user("sealed")], run_id="r2", user_id="u1"))
@@ -183,7 +183,10 @@ def test_rows_written_before_encryption_are_sealed() -> None:
 
 @pytest.mark.django_db
 def test_needs_encryption() -> None:
-    with pytest.raises(CommandError, match="ENCRYPTION"):
+    with (
+        override_settings(ANVIA_DJANGO={"ENCRYPTION": None}),
+        pytest.raises(CommandError, match="ENCRYPTION"),
+    ):
         reencrypt()
 
 
@@ -553,7 +556,7 @@ def test_keys_on_their_own_database() -> None:
 def test_a_batch_is_six_statements_whatever_its_size(
     rows: int, django_assert_num_queries: Any
 ) -> None:
-    with override_settings(ANVIA_DJANGO={}):
+    with override_settings(ANVIA_DJANGO={"ENCRYPTION": None}):
         append_messages(append_input("s", [user(str(n)) for n in range(rows)], user_id="u1"))
     (conversation_id,) = Conversation.objects.values_list("pk", flat=True)
     with override_settings(ANVIA_DJANGO=OLD):

@@ -277,12 +277,11 @@ class StoresAgree(RuleBasedStateMachine):
 
     def assert_same_failed_runs(self) -> None:
         ours: dict[str, list[tuple[Any, ...]]] = {}
-        for session_id, run_id, error_type, error_message, messages in FailedRun.objects.order_by(
-            "pk"
-        ).values_list(
-            "conversation__session_id", "run_id", "error_type", "error_message", "messages"
-        ):
-            ours.setdefault(session_id, []).append((run_id, error_type, error_message, messages))
+        # Instances, not values: with encryption at rest on they open sealed records.
+        for failed in FailedRun.objects.select_related("conversation").order_by("pk"):
+            ours.setdefault(failed.conversation.session_id, []).append(
+                (failed.run_id, failed.error_type, failed.error_message, failed.messages)
+            )
         theirs = {
             session: [
                 (r.run_id, r.error_type, r.error_message, r.messages)
