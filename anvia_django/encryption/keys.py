@@ -5,12 +5,13 @@ destroyed by erasure."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from anvia_django.conf import SETTINGS_NAME, app_settings
@@ -34,6 +35,12 @@ from .keyring import Keyring, KeyringError, MissingKeyError, parse_keyring
 _keyring: Keyring | None = None
 _ciphers: dict[tuple[str, int], tuple[str, AESGCM]] = {}
 """(key alias, data key id) -> (its wrapped form, its cipher): unwrapped once."""
+_remembered: dict[tuple[str, str], tuple[int, str, AESGCM]] = {}
+"""(key alias, owner) -> (data key id, wrapped form, cipher) as this process
+last read them: only a guess, which a sealed append confirms in a statement
+it runs anyway (:func:`remembered_key`)."""
+REMEMBERED_OWNERS = 10_000
+"""At most this many owners remembered; past it the memory starts afresh."""
 
 
 def keyring() -> Keyring:
@@ -52,6 +59,7 @@ def forget_keys() -> None:
     global _keyring
     _keyring = None
     _ciphers.clear()
+    _remembered.clear()
 
 
 def _forget_if_changed(*, setting: str, **kwargs: Any) -> None:
@@ -92,17 +100,23 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
     """The id and cipher of ``owner``'s data key, created (wrapped by the
     current master key) when it has none. Raises naming the key id when the
     key cannot be unwrapped: the caller then writes nothing."""
+    pk, _, cipher = data_key_row_for(alias, owner)
+    return pk, cipher
+
+
+def data_key_row_for(alias: str, owner: str) -> tuple[int, str, AESGCM]:
+    """:func:`data_key_for` with the key's wrapped form (what
+    :func:`remembered_key`'s confirmation compares), read now, and
+    remembered."""
     kalias = key_alias(alias)
-    keys = DataKey.objects.using(kalias)
-    found = keys.filter(owner=owner).values_list("pk", "master_key_id", "wrapped_key")
-    row = found.first()
+    row = _key_of_owner(kalias, owner)
     if row is None:
         ring = keyring()
         raw = new_data_key()
         wrapped = wrap(ring.master(ring.current), ring.current, owner, raw)
         try:
             with transaction.atomic(using=kalias):
-                created = keys.create(
+                created = DataKey.objects.using(kalias).create(
                     owner=owner,
                     master_key_id=ring.current,
                     wrapped_key=wrapped,
@@ -110,15 +124,78 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
                 )
         except IntegrityError:
             # Another writer created it first.
-            row = found.first()
+            row = _key_of_owner(kalias, owner)
             if row is None:
                 raise
         else:
             cipher = AESGCM(raw)
             _ciphers[(kalias, created.pk)] = (wrapped, cipher)
-            return created.pk, cipher
+            return _remember(kalias, owner, (created.pk, wrapped, cipher))
     pk, master_id, wrapped = row
-    return pk, _cipher(kalias, pk, owner, master_id, wrapped)
+    return _remember(kalias, owner, (pk, wrapped, _cipher(kalias, pk, owner, master_id, wrapped)))
+
+
+def _remember(kalias: str, owner: str, key: tuple[int, str, AESGCM]) -> tuple[int, str, AESGCM]:
+    if len(_remembered) >= REMEMBERED_OWNERS:
+        _remembered.clear()
+    _remembered[(kalias, owner)] = key
+    return key
+
+
+def remembered_key(alias: str, owner: str) -> tuple[int, str, AESGCM] | None:
+    """``owner``'s data key (id, wrapped form, cipher) as this process last
+    read it, when the key table is on ``alias`` itself; else ``None``.
+
+    A guess: rotation re-wraps keys, re-encryption replaces them and erasure
+    deletes them, from any process. Whoever seals with it must confirm, in
+    the same transaction and after the conversation's lock, that the row
+    with this id still holds this wrapped form (see :func:`key_check_sql`)
+    and otherwise read the key again (:func:`data_key_row_for`)."""
+    if key_alias(alias) != alias:
+        return None
+    return _remembered.get((alias, owner))
+
+
+def forget_remembered_key(alias: str, owner: str) -> None:
+    """Drop ``owner``'s remembered key (its confirmation failed)."""
+    _remembered.pop((key_alias(alias), owner), None)
+
+
+@lru_cache(maxsize=16)
+def key_check_sql(alias: str) -> str:
+    """A condition true while data key ``%s`` holds the wrapped form ``%s``
+    (on ``alias``, which must hold the key table)."""
+    quote = connections[alias].ops.quote_name
+    column = _key_columns(alias)
+    return (
+        f"EXISTS (SELECT 1 FROM {quote(DataKey._meta.db_table)} "
+        f"WHERE {column['id']} = %s AND {column['wrapped_key']} = %s)"
+    )
+
+
+def _key_of_owner(kalias: str, owner: str) -> tuple[int, str, str] | None:
+    """``owner``'s data key row (id, master key id, wrapped key), read on
+    every sealed append: SQL built once per alias, not a queryset each time
+    (building and compiling one cost more than the query on SQLite)."""
+    with connections[kalias].cursor() as cursor:
+        cursor.execute(_key_of_owner_sql(kalias), [owner])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+@lru_cache(maxsize=16)
+def _key_of_owner_sql(kalias: str) -> str:
+    column = _key_columns(kalias)
+    table = connections[kalias].ops.quote_name(DataKey._meta.db_table)
+    return (
+        f"SELECT {column['id']}, {column['master_key_id']}, {column['wrapped_key']} "
+        f"FROM {table} WHERE {column['owner']} = %s"
+    )
+
+
+def _key_columns(alias: str) -> dict[str, str]:
+    quote = connections[alias].ops.quote_name
+    return {field.name: quote(cast(str, field.column)) for field in DataKey._meta.concrete_fields}
 
 
 def cipher_for(alias: str, pk: int, *, cached: bool = True) -> AESGCM:
@@ -207,6 +284,7 @@ def destroy_data_key(alias: str, owner: str) -> int:
     """Delete ``owner``'s data key (erasure): how many rows went (0 or 1)."""
     kalias = key_alias(alias)
     rows = DataKey.objects.using(kalias).filter(owner=owner)
+    _remembered.pop((kalias, owner), None)
     for pk in rows.values_list("pk", flat=True):
         _ciphers.pop((kalias, pk), None)
     deleted, _ = rows.delete()
