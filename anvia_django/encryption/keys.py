@@ -35,12 +35,6 @@ from .keyring import Keyring, KeyringError, MissingKeyError, parse_keyring
 _keyring: Keyring | None = None
 _ciphers: dict[tuple[str, int], tuple[str, AESGCM]] = {}
 """(key alias, data key id) -> (its wrapped form, its cipher): unwrapped once."""
-_remembered: dict[tuple[str, str], tuple[int, str, AESGCM]] = {}
-"""(key alias, owner) -> (data key id, wrapped form, cipher) as this process
-last read them: only a guess, which a sealed append confirms in a statement
-it runs anyway (:func:`remembered_key`)."""
-REMEMBERED_OWNERS = 10_000
-"""At most this many owners remembered; past it the memory starts afresh."""
 
 
 def keyring() -> Keyring:
@@ -59,7 +53,6 @@ def forget_keys() -> None:
     global _keyring
     _keyring = None
     _ciphers.clear()
-    _remembered.clear()
 
 
 def _forget_if_changed(*, setting: str, **kwargs: Any) -> None:
@@ -100,14 +93,6 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
     """The id and cipher of ``owner``'s data key, created (wrapped by the
     current master key) when it has none. Raises naming the key id when the
     key cannot be unwrapped: the caller then writes nothing."""
-    pk, _, cipher = data_key_row_for(alias, owner)
-    return pk, cipher
-
-
-def data_key_row_for(alias: str, owner: str) -> tuple[int, str, AESGCM]:
-    """:func:`data_key_for` with the key's wrapped form (what
-    :func:`remembered_key`'s confirmation compares), read now, and
-    remembered."""
     kalias = key_alias(alias)
     row = _key_of_owner(kalias, owner)
     if row is None:
@@ -130,47 +115,9 @@ def data_key_row_for(alias: str, owner: str) -> tuple[int, str, AESGCM]:
         else:
             cipher = AESGCM(raw)
             _ciphers[(kalias, created.pk)] = (wrapped, cipher)
-            return _remember(kalias, owner, (created.pk, wrapped, cipher))
+            return created.pk, cipher
     pk, master_id, wrapped = row
-    return _remember(kalias, owner, (pk, wrapped, _cipher(kalias, pk, owner, master_id, wrapped)))
-
-
-def _remember(kalias: str, owner: str, key: tuple[int, str, AESGCM]) -> tuple[int, str, AESGCM]:
-    if len(_remembered) >= REMEMBERED_OWNERS:
-        _remembered.clear()
-    _remembered[(kalias, owner)] = key
-    return key
-
-
-def remembered_key(alias: str, owner: str) -> tuple[int, str, AESGCM] | None:
-    """``owner``'s data key (id, wrapped form, cipher) as this process last
-    read it, when the key table is on ``alias`` itself; else ``None``.
-
-    A guess: rotation re-wraps keys, re-encryption replaces them and erasure
-    deletes them, from any process. Whoever seals with it must confirm, in
-    the same transaction and after the conversation's lock, that the row
-    with this id still holds this wrapped form (see :func:`key_check_sql`)
-    and otherwise read the key again (:func:`data_key_row_for`)."""
-    if key_alias(alias) != alias:
-        return None
-    return _remembered.get((alias, owner))
-
-
-def forget_remembered_key(alias: str, owner: str) -> None:
-    """Drop ``owner``'s remembered key (its confirmation failed)."""
-    _remembered.pop((key_alias(alias), owner), None)
-
-
-@lru_cache(maxsize=16)
-def key_check_sql(alias: str) -> str:
-    """A condition true while data key ``%s`` holds the wrapped form ``%s``
-    (on ``alias``, which must hold the key table)."""
-    quote = connections[alias].ops.quote_name
-    column = _key_columns(alias)
-    return (
-        f"EXISTS (SELECT 1 FROM {quote(DataKey._meta.db_table)} "
-        f"WHERE {column['id']} = %s AND {column['wrapped_key']} = %s)"
-    )
+    return pk, _cipher(kalias, pk, owner, master_id, wrapped)
 
 
 def _key_of_owner(kalias: str, owner: str) -> tuple[int, str, str] | None:
@@ -284,7 +231,6 @@ def destroy_data_key(alias: str, owner: str) -> int:
     """Delete ``owner``'s data key (erasure): how many rows went (0 or 1)."""
     kalias = key_alias(alias)
     rows = DataKey.objects.using(kalias).filter(owner=owner)
-    _remembered.pop((kalias, owner), None)
     for pk in rows.values_list("pk", flat=True):
         _ciphers.pop((kalias, pk), None)
     deleted, _ = rows.delete()
