@@ -53,7 +53,7 @@ class AgentsSessions:
             _remove_sqlite(self.path)
 
     def close(self) -> None:
-        for (_, _), session in self.sessions.items():
+        for session in self.sessions.values():
             close = getattr(session, "close", None)
             if close is not None and settings.BACKEND != "postgres":
                 close()
@@ -88,7 +88,7 @@ class AgentsSessions:
         return EncryptedSession(sid, underlying_session=plain, encryption_key=self.key, ttl=TTL)
 
     def timed(self, calls: int, call: Callable[[int], Awaitable[None]]) -> float:
-        """Median-free mean µs per call of ``calls`` calls, run in this loop."""
+        """Mean µs per call of ``calls`` calls, run in this loop."""
 
         async def run_all() -> float:
             started = time.perf_counter()
