@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import binascii
 import os
-import re
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -23,10 +22,12 @@ MARKER = "anvia_enc"
 VERSION = 1
 ENVELOPE_PREFIX = f'{{"{MARKER}":'
 """How every envelope's JSON text begins, and no stored message's."""
-# The optional "content": the blind index's tokens (blind_index.py).
-_ENVELOPE_TEXT = re.compile(
-    r'\{"anvia_enc":1,"dk":(\d+),"ct":"([A-Za-z0-9+/=]*)"(?:,"content":"[0-9a-f ]*")?\}\Z'
-)
+_HEAD = f'{ENVELOPE_PREFIX}{VERSION},"dk":'
+_CT = ',"ct":"'
+_TAIL = '"}'
+_CONTENT = '","content":"'
+"""What follows the ciphertext when the envelope carries the blind index's
+tokens (blind_index.py)."""
 
 
 class DecryptionError(Exception):
@@ -65,8 +66,12 @@ def unwrap(master: bytes, master_id: str, owner: str, wrapped: str) -> bytes:
         ) from None
 
 
+_MESSAGE_AAD = b"anvia-msg\x00%d\x00%d\x00%d\x00%d"
+
+
 def message_aad(data_key_id: int, conversation_id: int, position: int) -> bytes:
-    return f"anvia-msg\x00{VERSION}\x00{data_key_id}\x00{conversation_id}\x00{position}".encode()
+    # Bytes formatting: the same bytes as encoding an f-string, in half the time.
+    return _MESSAGE_AAD % (VERSION, data_key_id, conversation_id, position)
 
 
 def seal(cipher: AESGCM, data_key_id: int, conversation_id: int, position: int, text: str) -> str:
@@ -83,11 +88,32 @@ def envelope_head(data_key_id: int) -> str:
 
 
 def parse_envelope_text(text: str) -> tuple[int, str]:
-    """The data key id and ciphertext of an envelope's JSON text."""
-    found = _ENVELOPE_TEXT.match(text)
-    if found is None:
-        raise DecryptionError("an encrypted message has an envelope of an unknown form")
-    return int(found[1]), found[2]
+    """The data key id and ciphertext of an envelope's JSON text.
+
+    Sliced, not matched: a regular expression over the base64 cost more than
+    the decryption for a long message. What the slices hold is checked where
+    it is used: the id's ASCII digits here, the ciphertext's alphabet and
+    padding by :func:`open_sealed`'s strict base64 decoding."""
+    split = text.find(_CT, len(_HEAD))
+    if split != -1 and text.startswith(_HEAD) and text.endswith(_TAIL):
+        digits = text[len(_HEAD) : split]
+        start = split + len(_CT)
+        end = text.find('"', start)  # base64 has no quote
+        rest = text[end:]
+        if (
+            digits.isascii()
+            and digits.isdigit()
+            and (rest == _TAIL or (rest.startswith(_CONTENT) and _carries_tokens(rest)))
+        ):
+            return int(digits), text[start:end]
+    raise DecryptionError("an encrypted message has an envelope of an unknown form")
+
+
+def _carries_tokens(rest: str) -> bool:
+    """Whether ``rest`` (from the ciphertext's closing quote on) is
+    ``","content":"<hex tokens and spaces>"}``."""
+    tokens = rest[len(_CONTENT) : -len(_TAIL)]
+    return not tokens.strip("0123456789abcdef ")
 
 
 def is_envelope(value: Any) -> bool:
@@ -111,7 +137,8 @@ def envelope_parts(value: dict[str, Any]) -> tuple[int, str]:
 def open_sealed(cipher: AESGCM, key_id: int, ct: str, conversation_id: int, position: int) -> str:
     """The text sealed as ``ct`` under data key ``key_id``, which must belong at this place."""
     try:
-        raw = binascii.a2b_base64(ct)
+        # Strict: a character outside the alphabet is an error, not skipped.
+        raw = memoryview(binascii.a2b_base64(ct, strict_mode=True))
         text = cipher.decrypt(
             raw[:NONCE_BYTES], raw[NONCE_BYTES:], message_aad(key_id, conversation_id, position)
         )

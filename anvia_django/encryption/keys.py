@@ -5,12 +5,13 @@ by rotation, renewed by re-encryption, destroyed by erasure."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from anvia_django.conf import SETTINGS_NAME, app_settings
@@ -99,20 +100,14 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
     sealing under the one it is retiring would lose the message when that
     key is destroyed (see persistence/reencrypt.py)."""
     kalias = key_alias(alias)
-    keys = DataKey.objects.using(kalias)
-    found = (
-        keys.filter(owner=owner)
-        .order_by("-generation")
-        .values_list("pk", "master_key_id", "wrapped_key")
-    )
-    row = found.first()
+    row = _key_of_owner(kalias, owner)
     if row is None:
         ring = keyring()
         raw = new_data_key()
         wrapped = wrap(ring.master(ring.current), ring.current, owner, raw)
         try:
             with transaction.atomic(using=kalias):
-                created = keys.create(
+                created = DataKey.objects.using(kalias).create(
                     owner=owner,
                     generation=1,
                     master_key_id=ring.current,
@@ -122,7 +117,7 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
                 )
         except IntegrityError:
             # Another writer created it first.
-            row = found.first()
+            row = _key_of_owner(kalias, owner)
             if row is None:
                 raise
         else:
@@ -131,6 +126,33 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
             return created.pk, cipher
     pk, master_id, wrapped = row
     return pk, _cipher(kalias, pk, owner, master_id, wrapped)
+
+
+def _key_of_owner(kalias: str, owner: str) -> tuple[int, str, str] | None:
+    """``owner``'s data key row (id, master key id, wrapped key), read on
+    every sealed append: SQL built once per alias, not a queryset each time
+    (building and compiling one cost more than the query on SQLite)."""
+    with connections[kalias].cursor() as cursor:
+        cursor.execute(_key_of_owner_sql(kalias), [owner])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+@lru_cache(maxsize=16)
+def _key_of_owner_sql(kalias: str) -> str:
+    column = _key_columns(kalias)
+    table = connections[kalias].ops.quote_name(DataKey._meta.db_table)
+    return (
+        f"SELECT {column['id']}, {column['master_key_id']}, {column['wrapped_key']} "
+        f"FROM {table} WHERE {column['owner']} = %s "
+        # The owner's current key: its newest generation (reencrypt.py).
+        f"ORDER BY {column['generation']} DESC LIMIT 1"
+    )
+
+
+def _key_columns(alias: str) -> dict[str, str]:
+    quote = connections[alias].ops.quote_name
+    return {field.name: quote(cast(str, field.column)) for field in DataKey._meta.concrete_fields}
 
 
 def cipher_for(alias: str, pk: int, *, cached: bool = True) -> AESGCM:
