@@ -24,6 +24,12 @@ def test_the_form_the_store_writes_opens() -> None:
     assert open_sealed(CIPHER, key_id, ct, 12, 3) == '{"role":"user","content":"hi"}'
 
 
+def test_an_envelope_carrying_blind_index_tokens_opens() -> None:
+    envelope = seal(CIPHER, 7, 12, 3, '{"role":"user","content":"hi"}')
+    carried = f'{envelope[:-1]},"content":"0a1b2c 3d4e5f"}}'
+    assert opened(carried) == '{"role":"user","content":"hi"}'
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -36,6 +42,9 @@ def test_the_form_the_store_writes_opens() -> None:
         '{"anvia_enc":1,"dk":7,"ct":"AAAA","x":1}',
         '{"anvia_enc":1,"ct":"AAAA","dk":7}',
         ' {"anvia_enc":1,"dk":7,"ct":"AAAA"}',
+        '{"anvia_enc":1,"dk":7,"ct":"AAAA","content":"0a1b XYZ"}',
+        '{"anvia_enc":1,"dk":7,"ct":"AAAA","content":"0a1b","x":"1"}',
+        '{"anvia_enc":1,"dk":7,"ct":"AAAA","content":0}',
     ],
 )
 def test_another_form_is_refused(text: str) -> None:
