@@ -66,6 +66,8 @@ def rotate_keys(
             return
         from anvia_django.persistence.reencrypt import reencrypt as reencrypt_all
 
+        _refuse_a_shared_key_table(alias)
+
         # A long run that can be resumed: its progress belongs in the log
         # even when stderr is not a terminal.
         shown = verbosity if err.isatty() else (2 if verbosity >= 1 else 0)
@@ -83,3 +85,29 @@ def rotate_keys(
         raise CommandError(
             f"{error}. The batches done so far are kept; run the command again to continue."
         ) from None
+
+
+def _refuse_a_shared_key_table(alias: str) -> None:
+    """Re-encryption sweeps ``alias`` and then destroys every retired key
+    in the key table. With ``KEY_DATABASE`` shared by other databases that
+    may hold messages, their rows would stay under keys it destroys."""
+    from django.db import connections, router
+
+    from anvia_django.encryption.keys import keyring
+    from anvia_django.models import MemoryMessage
+
+    key_database = keyring().key_database
+    if key_database is None:
+        return
+    others = [
+        other
+        for other in connections
+        if other not in (alias, key_database) and router.allow_migrate_model(other, MemoryMessage)
+    ]
+    if others:
+        raise CommandError(
+            f"ENCRYPTION['KEY_DATABASE'] ({key_database!r}) may hold the keys of messages on "
+            f"databases {sorted(others)} as well as {alias!r}, and re-encryption sweeps "
+            f"{alias!r} only: the keys it retires would leave their rows unreadable. Route "
+            "the anvia_django models to one database (allow_migrate), then run it again."
+        )

@@ -525,13 +525,43 @@ def _with_writer_threads(least: int) -> list[int]:
     return results
 
 
-@pytest.mark.django_db(transaction=True, databases=["default", "other"])
-def test_keys_on_their_own_database() -> None:
-    def keys_on_other(current: str, **keys: str) -> dict[str, Any]:
-        setting = encryption(current, **keys)
-        setting["ENCRYPTION"]["KEY_DATABASE"] = "other"
-        return setting
+class KeysOnOther:
+    """The data key table on "other", every other table of the app on "default"."""
 
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return "other" if model._meta.model_name == "datakey" else None
+
+    db_for_write = db_for_read
+
+    def allow_migrate(self, db: str, app_label: str, model_name: Any = None, **hints: Any) -> Any:
+        if app_label != "anvia_django":
+            return None
+        return db == ("other" if model_name == "datakey" else "default")
+
+
+def keys_on_other(current: str, **keys: str) -> dict[str, Any]:
+    setting = encryption(current, **keys)
+    setting["ENCRYPTION"]["KEY_DATABASE"] = "other"
+    return setting
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "other"])
+def test_a_key_table_other_message_databases_may_share_is_refused() -> None:
+    # Without a router every alias may hold messages: their rows would stay
+    # under keys the run retires (it sweeps one database).
+    with override_settings(ANVIA_DJANGO=keys_on_other("k1", k1=KEY_1)):
+        append_messages(append_input("a", [user("a1")], user_id="u1"))
+    with (
+        override_settings(ANVIA_DJANGO=keys_on_other("k2", k1=KEY_1, k2=KEY_2)),
+        pytest.raises(CommandError, match=r"as well as 'default', and re-encryption sweeps"),
+    ):
+        reencrypt()
+    assert DataKey.objects.using("other").count() == 1  # nothing renewed or destroyed
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "other"])
+@override_settings(DATABASE_ROUTERS=[f"{__name__}.KeysOnOther"])
+def test_keys_on_their_own_database() -> None:
     with override_settings(ANVIA_DJANGO=keys_on_other("k1", k1=KEY_1)):
         append_messages(append_input("a", [user("a1")], user_id="u1"))
         append_messages(append_input("d", [user("d1")]))
@@ -540,7 +570,7 @@ def test_keys_on_their_own_database() -> None:
         output = reencrypt()
     assert "2 data key(s) renewed, 2 row(s) of 2 conversation(s) sealed again" in output
     assert "2 old data key(s) destroyed" in output
-    assert not DataKey.objects.exists()  # nothing on the messages' database
+    assert not DataKey.objects.using("default").exists()  # nothing on the messages' database
     keys = dict(DataKey.objects.using("other").values_list("owner", "pk"))
     assert len(keys) == 2
     assert keys["user:u1"] != old_key
