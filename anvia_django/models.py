@@ -97,7 +97,42 @@ class Conversation(models.Model):
         return str(self.session_id)
 
 
-class MemoryMessage(models.Model):
+class SealedRowQuerySet(models.QuerySet[Any]):
+    """``bulk_create`` tells each new row its database before the insert:
+    with encryption on, :class:`SealedJSONField` seals it with the data key
+    of its conversation there (Django records the database only after)."""
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        objs = list(objs)
+        for obj in objs:
+            if obj._state.db is None:
+                obj._state.db = self.db
+        return super().bulk_create(objs, *args, **kwargs)
+
+
+class SealedRowMixin(models.Model):
+    """``save()`` tells the row its database before the insert, as
+    :class:`SealedRowQuerySet` does for ``bulk_create``."""
+
+    objects = SealedRowQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save_base(
+        self,
+        raw: bool = False,
+        force_insert: Any = False,
+        force_update: bool = False,
+        using: str | None = None,
+        update_fields: Any = None,
+    ) -> None:
+        if using is not None:
+            self._state.db = using
+        super().save_base(raw, force_insert, force_update, using, update_fields)
+
+
+class MemoryMessage(SealedRowMixin):
     # No index of its own: the (conversation, position) constraint leads with it.
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
@@ -161,11 +196,23 @@ class FailedRun(models.Model):
     messages = ExactJSONField(default=list)
     created_at = models.DateTimeField()
 
+    # Set by from_db when it opened a sealed payload.
+    opened_from_sealed = False
+
     class Meta:
         verbose_name = "failed run"
 
     def __str__(self) -> str:
         return f"{self.run_id}: {self.error_type}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.opened_from_sealed:
+            # Its three payload fields hold the opened record.
+            raise ValueError(
+                f"failed run {self.pk} was opened from a sealed record: saving it would store "
+                "its error and partial messages in plain text. Record failures through the store."
+            )
+        super().save(*args, **kwargs)
 
     @classmethod
     def from_db(
@@ -178,9 +225,10 @@ class FailedRun(models.Model):
             # The admin's record pages open a sealed payload too.
             from .persistence.sealed_records import open_failed_run
 
-            instance.error_message, instance.traceback, instance.messages = open_failed_run(
-                db or "default", *(loaded[name] for name in needed)
-            )
+            opened = open_failed_run(db or "default", *(loaded[name] for name in needed))
+            if opened[2] is not loaded["messages"]:
+                instance.error_message, instance.traceback, instance.messages = opened
+                instance.opened_from_sealed = True
         return instance
 
 
@@ -230,7 +278,7 @@ class AgentRun(models.Model):
         return f"{self.run_id}: {self.status}"
 
 
-class MemorySummary(models.Model):
+class MemorySummary(SealedRowMixin):
     """A compaction's summary of a conversation's positions 0..``covers_through``.
 
     The transcript itself is never shortened: ``load`` shows the newest

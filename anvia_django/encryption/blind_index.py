@@ -24,6 +24,7 @@ from hashlib import blake2b
 from typing import Any
 
 from django.core.signals import setting_changed
+from django.db import transaction
 
 from anvia_django.conf import SETTINGS_NAME
 from anvia_django.models import DataKey
@@ -33,6 +34,11 @@ from .keys import data_key_for, key_alias, keyring
 
 INDEX_OWNER = "blind-index"
 TOKEN_BYTES = 10
+MAX_TOKENS = 20_000
+"""The distinct words of one message that are indexed (the first ones):
+PostgreSQL's ``tsvector`` holds at most 1 MB, and 20,000 tokens of 21
+characters stay well under it. A message with more is found by those."""
+_HEX_AND_SPACES = frozenset("0123456789abcdef ")
 _WORD = re.compile(r"\w+")
 _DERIVATION_NONCE = bytes(12)
 _DERIVATION_LABEL = b"anvia-django blind index v1"
@@ -59,19 +65,17 @@ def index_key(alias: str, *, create: bool = True) -> bytes | None:
     key = _index_keys.get(kalias)
     if key is not None:
         return key
-    # Kept for the process only once it was there before this call: a key
-    # made now may still be rolled back with the caller's transaction.
-    existed = DataKey.objects.using(kalias).filter(owner=INDEX_OWNER).exists()
-    if not existed and not create:
+    if not create and not DataKey.objects.using(kalias).filter(owner=INDEX_OWNER).exists():
         return None
     _, cipher = data_key_for(alias, INDEX_OWNER)
     # The data key only exists wrapped and as an AES-GCM cipher: a fixed
     # message under a fixed nonce, once per key, is a pseudo-random function
     # of it, which makes a separate key for the MAC (43 bytes; BLAKE2b takes 64).
-    key = cipher.encrypt(_DERIVATION_NONCE, _DERIVATION_LABEL, None)
-    if existed:
-        _index_keys[kalias] = key
-    return key
+    derived = cipher.encrypt(_DERIVATION_NONCE, _DERIVATION_LABEL, None)
+    # Kept for the process once committed: a key made in the caller's
+    # transaction may still be rolled back with it.
+    transaction.on_commit(lambda: _index_keys.setdefault(kalias, derived), using=kalias)
+    return derived
 
 
 def tokens(key: bytes, words: Iterable[str]) -> list[str]:
@@ -92,7 +96,8 @@ def indexed(alias: str, envelopes: list[str], texts: list[str]) -> list[str]:
     assert key is not None
     carried = []
     for envelope, text in zip(envelopes, texts, strict=True):
-        found = " ".join(tokens(key, normalised_words(message_text(loads(text)))))
+        words = normalised_words(message_text(loads(text)))[:MAX_TOKENS]
+        found = " ".join(tokens(key, words))
         carried.append(f'{envelope[:-1]},"content":"{found}"}}' if found else envelope)
     return carried
 
@@ -108,9 +113,9 @@ def carried_over(alias: str, envelope: str, source: Any) -> str:
 
         return indexed(alias, [envelope], [dumps(source)])[0]
     found = source.get("content")
-    return (
-        f'{envelope[:-1]},"content":"{found}"}}' if isinstance(found, str) and found else envelope
-    )
+    if not isinstance(found, str) or not found or not _HEX_AND_SPACES.issuperset(found):
+        return envelope  # none, or not what indexed() writes: left out
+    return f'{envelope[:-1]},"content":"{found}"}}'
 
 
 def search_tokens(alias: str, text: str) -> tuple[str, ...]:

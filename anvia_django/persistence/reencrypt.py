@@ -43,6 +43,7 @@ from django.db import connections, transaction
 from django.db.models import Count, Model, Q, Sum, TextField
 from django.db.models.functions import Cast, Substr
 
+from anvia_django.core.memory.errors import ErrorDescription
 from anvia_django.core.memory.validation import dumps
 from anvia_django.encryption.blind_index import INDEX_OWNER, indexed
 from anvia_django.encryption.envelope import envelope_head, seal
@@ -59,7 +60,7 @@ from anvia_django.encryption.records import failed_run_place, seal_record_with, 
 from anvia_django.models import Conversation, DataKey, FailedRun, MemoryMessage, MemorySummary
 
 from .dialects.statements import _quoted
-from .sealed_records import open_failed_run, open_summary
+from .sealed_records import bounded_sealed_payload, open_failed_run, open_summary
 from .writer_barrier import wait_for_writes_in_flight
 
 
@@ -126,13 +127,15 @@ def reseal_failed_runs(alias: str, conversation_id: int, key: CurrentKey, limit:
             error_message, traceback, messages = open_failed_run(
                 alias, conversation_id, run_id, *stored
             )
-            payload = dumps(
-                {"error_message": error_message, "traceback": traceback, "messages": messages}
-            )
             place = failed_run_place(run_id)
-            resealed.append(
-                ("", "", seal_record_with(key.cipher, key.id, conversation_id, place, payload), pk)
-            )
+
+            def seal(payload: str, place: str = place) -> str:
+                return seal_record_with(key.cipher, key.id, conversation_id, place, payload)
+
+            # Bounded as record_error bounds it: the envelope must fit MariaDB's packet.
+            error = ErrorDescription("", error_message, traceback)
+            encoded = [dumps(message) for message in messages]
+            resealed.append(("", "", bounded_sealed_payload(alias, error, encoded, seal), pk))
         with connections[alias].cursor() as cursor:
             cursor.executemany(
                 _update_sql(alias, FailedRun, "error_message", "traceback", "messages"), resealed

@@ -9,6 +9,7 @@ which leave values written before encryption was on as they are.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
@@ -37,20 +38,31 @@ def sealed_failed_run(
     """The column values of a failed run with its payload sealed."""
     from anvia_django.encryption.records import failed_run_place, seal_record
 
-    place = failed_run_place(run_id)
+    def seal(payload: str) -> str:
+        return seal_record(alias, owner, conversation_id, failed_run_place(run_id), payload)
+
+    sealed = bounded_sealed_payload(alias, error, encoded, seal)
+    return {"error_message": "", "traceback": "", "messages": EncodedJSON(sealed)}
+
+
+def bounded_sealed_payload(
+    alias: str, error: ErrorDescription, encoded: list[str], seal: Callable[[str], str]
+) -> str:
+    """``seal`` of the failed run's payload (its error message, traceback and
+    partial messages as one JSON object), bounded again on MySQL and MariaDB
+    until the envelope fits their packet."""
     bound = MAX_FAILED_RUN_BYTES
     while True:
         payload = (
             f'{{"error_message":{dumps(error.message)},"traceback":{dumps(error.traceback)},'
             f'"messages":[{",".join(encoded)}]}}'
         )
-        sealed = seal_record(alias, owner, conversation_id, place, payload)
+        sealed = seal(payload)
         if connections[alias].vendor != "mysql" or len(sealed) <= MAX_SEALED_FAILED_RUN_CHARS:
-            break
+            return sealed
         # Escaping made the text grow (control characters become \\u00XX).
         bound //= 2
         error, encoded = bound_record(error, encoded, bound)
-    return {"error_message": "", "traceback": "", "messages": EncodedJSON(sealed)}
 
 
 def open_failed_run(

@@ -134,3 +134,32 @@ def test_a_blind_index_setting_that_is_not_a_boolean_is_refused() -> None:
         (error,) = check_encryption(None)
     assert error.id == "anvia_django.E202"
     assert "BLIND_INDEX must be True or False" in error.msg
+
+
+def test_a_message_with_more_words_than_the_cap_is_found_by_the_first(
+    indexed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anvia_django.encryption import blind_index
+
+    monkeypatch.setattr(blind_index, "MAX_TOKENS", 3)
+    _write("a", user("one two three four"))
+    assert _sessions("three") == {"a"}
+    assert _sessions("four") == set()
+
+
+def test_an_index_key_rolled_back_is_never_kept(indexed: None) -> None:
+    from django.db import transaction
+
+    from anvia_django.encryption import blind_index
+
+    def two_writes_rolled_back() -> None:
+        with transaction.atomic():
+            _write("a", user("first parcel"))
+            _write("b", user("second parcel"))  # the key seen twice in one transaction
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        two_writes_rolled_back()
+    _write("c", user("third parcel"))
+    blind_index._index_keys.clear()  # as a restart would
+    assert _sessions("parcel") == {"c"}

@@ -257,3 +257,37 @@ def test_messages_and_summaries_written_through_the_orm_are_sealed(encrypted: No
     assert MemorySummary.objects.get().message == user(f"{SECRET} summary")
     made.save()  # an instance read back and saved again is sealed again, not twice
     assert MemoryMessage.objects.get(pk=made.pk).message == user(f"{SECRET} by create")
+
+
+@pytest.mark.django_db(databases=["default", "other"])
+def test_an_orm_write_to_another_database_is_sealed_with_that_databases_keys(
+    encrypted: None,
+) -> None:
+    from anvia_django.models import MemoryMessage
+    from anvia_django.persistence import load_messages
+
+    run(DjangoMemoryStore(using="default").append, append_input_for("s", 0))  # id 1 on default
+    store = DjangoMemoryStore(using="other")
+    run(store.append, append_input_for("s", 0, user_id="bob"))
+    conversation = Conversation.objects.using("other").get(session_id="s")
+    # By id: assigning the conversation object would tell Django its database.
+    MemoryMessage.objects.using("other").create(
+        conversation_id=conversation.pk,
+        position=2,
+        run_id="orm",
+        turn=1,
+        role="user",
+        message=user("written on other"),
+        created_at=conversation.updated_at,
+    )
+    Conversation.objects.using("other").filter(pk=conversation.pk).update(message_count=3)
+    loaded = load_messages(MemoryContext("s", user_id="bob"), using="other")
+    assert loaded[2] == user("written on other")
+
+
+def test_a_failed_run_opened_from_a_sealed_record_refuses_to_be_saved(encrypted: None) -> None:
+    _fail(DjangoMemoryStore(), "s", "run-1", SECRET)
+    failed = FailedRun.objects.get()
+    with pytest.raises(ValueError, match="would store its error and partial messages in plain"):
+        failed.save()
+    assert SECRET not in _raw(FailedRun)
