@@ -76,8 +76,14 @@ def message_aad(data_key_id: int, conversation_id: int, position: int) -> bytes:
 
 def seal(cipher: AESGCM, data_key_id: int, conversation_id: int, position: int, text: str) -> str:
     """The envelope (JSON text) of ``text`` stored at ``position`` of ``conversation_id``."""
+    return seal_with_aad(
+        cipher, data_key_id, message_aad(data_key_id, conversation_id, position), text
+    )
+
+
+def seal_with_aad(cipher: AESGCM, data_key_id: int, aad: bytes, text: str) -> str:
+    """The envelope (JSON text) of ``text`` bound to ``aad``."""
     nonce = os.urandom(NONCE_BYTES)
-    aad = message_aad(data_key_id, conversation_id, position)
     body = _b64(nonce + cipher.encrypt(nonce, text.encode(), aad))
     return f'{{"{MARKER}":{VERSION},"dk":{data_key_id},"ct":"{body}"}}'
 
@@ -136,16 +142,22 @@ def envelope_parts(value: dict[str, Any]) -> tuple[int, str]:
 
 def open_sealed(cipher: AESGCM, key_id: int, ct: str, conversation_id: int, position: int) -> str:
     """The text sealed as ``ct`` under data key ``key_id``, which must belong at this place."""
-    try:
-        # Strict: a character outside the alphabet is an error, not skipped.
-        raw = memoryview(binascii.a2b_base64(ct, strict_mode=True))
-        text = cipher.decrypt(
-            raw[:NONCE_BYTES], raw[NONCE_BYTES:], message_aad(key_id, conversation_id, position)
-        )
-    except (InvalidTag, ValueError, binascii.Error):
+    text = decrypt_with_aad(cipher, ct, message_aad(key_id, conversation_id, position))
+    if text is None:
         raise DecryptionError(
             f"the message at position {position} of conversation {conversation_id} does not "
             f"decrypt with data key {key_id}: it was altered, moved from another row, or "
             "sealed under another key"
-        ) from None
-    return text.decode()
+        )
+    return text
+
+
+def decrypt_with_aad(cipher: AESGCM, ct: str, aad: bytes) -> str | None:
+    """The text sealed as ``ct`` bound to ``aad``; ``None`` when it does not
+    open (the caller names the place in its error)."""
+    try:
+        # Strict: a character outside the alphabet is an error, not skipped.
+        raw = memoryview(binascii.a2b_base64(ct, strict_mode=True))
+        return cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], aad).decode()
+    except (InvalidTag, ValueError, binascii.Error):
+        return None

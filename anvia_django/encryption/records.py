@@ -10,16 +10,20 @@ a summary covers through), so a record copied to another row does not open.
 
 from __future__ import annotations
 
-import binascii
-import os
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from anvia_django.core.memory.validation import loads
 
-from .envelope import MARKER, NONCE_BYTES, VERSION, DecryptionError, envelope_parts, is_envelope
+from .envelope import (
+    VERSION,
+    DecryptionError,
+    decrypt_with_aad,
+    envelope_parts,
+    is_envelope,
+    seal_with_aad,
+)
 from .keys import cipher_for, data_key_for, owner_of
 
 
@@ -47,10 +51,7 @@ def seal_record(
 def seal_record_with(
     cipher: AESGCM, key_id: int, conversation_id: int, place: str, text: str
 ) -> str:
-    nonce = os.urandom(NONCE_BYTES)
-    sealed = cipher.encrypt(nonce, text.encode(), _aad(key_id, conversation_id, place))
-    body = binascii.b2a_base64(nonce + sealed, newline=False).decode("ascii")
-    return f'{{"{MARKER}":{VERSION},"dk":{key_id},"ct":"{body}"}}'
+    return seal_with_aad(cipher, key_id, _aad(key_id, conversation_id, place), text)
 
 
 def open_record(alias: str, conversation_id: int, place: str, value: Any) -> Any:
@@ -61,19 +62,11 @@ def open_record(alias: str, conversation_id: int, place: str, value: Any) -> Any
         return value
     key_id, ct = envelope_parts(value)
     aad = _aad(key_id, conversation_id, place)
-    try:
-        raw = binascii.a2b_base64(ct)
-    except (binascii.Error, ValueError):
-        raw = b""
     # A cached cipher may be a stale one for a reused key id: fetch it once more.
     for cached in (True, False):
-        try:
-            text = cipher_for(alias, key_id, cached=cached).decrypt(
-                raw[:NONCE_BYTES], raw[NONCE_BYTES:], aad
-            )
-        except (InvalidTag, ValueError):
-            continue
-        return loads(text.decode())
+        text = decrypt_with_aad(cipher_for(alias, key_id, cached=cached), ct, aad)
+        if text is not None:
+            return loads(text)
     what = place.split("\x00", 1)[0]
     raise DecryptionError(
         f"the {what} record of conversation {conversation_id} does not decrypt with data "

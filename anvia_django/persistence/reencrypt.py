@@ -36,11 +36,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import connections, transaction
-from django.db.models import Count, Model, Q, Sum, TextField
+from django.db.models import Count, Model, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Substr
 
 from anvia_django.core.memory.errors import ErrorDescription
@@ -79,17 +79,11 @@ the key; how many it did (fewer than ``limit``: none is left)."""
 
 def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
     """The :data:`ResealStep` of the message table."""
-    head = envelope_head(key.id)
-    messages = MemoryMessage.objects.using(alias)
     rows = list(
-        messages.filter(conversation_id=conversation_id)
+        _not_under(key, MemoryMessage, "message", alias, conversation_id)
         # The column's text, not the decoded message: a plain row is sealed
         # as it was stored, byte for byte.
-        .annotate(
-            text=Cast("message", output_field=TextField()),
-            head=Substr("message", 1, len(head), output_field=TextField()),
-        )
-        .exclude(head=head)
+        .annotate(text=Cast("message", output_field=TextField()))
         .order_by("position")
         .values_list("pk", "position", "text")[:limit]
     )
@@ -102,22 +96,15 @@ def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: in
         # The blind index's tokens too, when it is on (a plain row gets its first).
         envelopes = indexed(alias, envelopes, texts)
         resealed = [(envelope, pk) for envelope, (pk, _, _) in zip(envelopes, rows, strict=True)]
-        # One statement run for every row: bulk_update's CASE over the batch
-        # took most of the time of the whole command.
-        with connections[alias].cursor() as cursor:
-            cursor.executemany(_update_sql(alias, MemoryMessage, "message"), resealed)
+        _update(alias, MemoryMessage, ("message",), resealed)
     return len(rows)
 
 
 def reseal_failed_runs(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
     """The :data:`ResealStep` of failed runs: error message, traceback and
     partial messages sealed together in ``messages`` (the text columns emptied)."""
-    head = envelope_head(key.id)
     rows = list(
-        FailedRun.objects.using(alias)
-        .filter(conversation_id=conversation_id)
-        .annotate(head=Substr("messages", 1, len(head), output_field=TextField()))
-        .exclude(head=head)
+        _not_under(key, FailedRun, "messages", alias, conversation_id)
         .order_by("pk")
         .values_list("pk", "run_id", "error_message", "traceback", "messages")[:limit]
     )
@@ -136,21 +123,14 @@ def reseal_failed_runs(alias: str, conversation_id: int, key: CurrentKey, limit:
             error = ErrorDescription("", error_message, traceback)
             encoded = [dumps(message) for message in messages]
             resealed.append(("", "", bounded_sealed_payload(alias, error, encoded, seal), pk))
-        with connections[alias].cursor() as cursor:
-            cursor.executemany(
-                _update_sql(alias, FailedRun, "error_message", "traceback", "messages"), resealed
-            )
+        _update(alias, FailedRun, ("error_message", "traceback", "messages"), resealed)
     return len(rows)
 
 
 def reseal_summaries(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
     """The :data:`ResealStep` of compaction summaries."""
-    head = envelope_head(key.id)
     rows = list(
-        MemorySummary.objects.using(alias)
-        .filter(conversation_id=conversation_id)
-        .annotate(head=Substr("message", 1, len(head), output_field=TextField()))
-        .exclude(head=head)
+        _not_under(key, MemorySummary, "message", alias, conversation_id)
         .order_by("pk")
         .values_list("pk", "covers_through", "message")[:limit]
     )
@@ -168,9 +148,31 @@ def reseal_summaries(alias: str, conversation_id: int, key: CurrentKey, limit: i
             )
             for pk, covers_through, message in rows
         ]
-        with connections[alias].cursor() as cursor:
-            cursor.executemany(_update_sql(alias, MemorySummary, "message"), resealed)
+        _update(alias, MemorySummary, ("message",), resealed)
     return len(rows)
+
+
+def _not_under(
+    key: CurrentKey, model: type[Model], column: str, alias: str, conversation_id: int
+) -> QuerySet[Any]:
+    """The conversation's rows of ``model`` whose sealed ``column`` is not
+    under ``key`` (plain ones included)."""
+    head = envelope_head(key.id)
+    rows: QuerySet[Any] = (
+        model._default_manager.using(alias)
+        .filter(conversation_id=conversation_id)
+        .annotate(head=Substr(column, 1, len(head), output_field=TextField()))
+        .exclude(head=head)
+    )
+    return rows
+
+
+def _update(alias: str, model: type[Model], columns: tuple[str, ...], rows: list[Any]) -> None:
+    """``rows`` (the new values of ``columns``, then the id) written back.
+    One statement run for every row: bulk_update's CASE over the batch took
+    most of the time of the whole command."""
+    with connections[alias].cursor() as cursor:
+        cursor.executemany(_update_sql(alias, model, *columns), rows)
 
 
 @lru_cache(maxsize=16)
