@@ -37,7 +37,7 @@ from .inspection import validate_limit
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
 from .reads import load_messages
-from .reconnect import retry_if_connection_lost
+from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, find_conversation_id, scope_key
 from .sealed_records import open_summary, sealed_summary
@@ -239,6 +239,7 @@ class SummaryPage:
         return self.items[-1].covers_through if self.has_more and self.items else None
 
 
+@retry_read_if_connection_lost
 def list_summary_page(
     conversation_id: int, *, limit: int, before: int | None = None, using: str | None = None
 ) -> SummaryPage:

@@ -36,7 +36,7 @@ from .inspection import validate_limit
 from .keyset import RowKey, older_than
 from .locking import lock_existing_conversation
 from .notify import send_after_commit
-from .reconnect import retry_if_connection_lost
+from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
 from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from .scope import check_scope, scope_key
 from .sealed_records import open_summary, sealed_summary
@@ -195,6 +195,7 @@ def _copy_summaries(
     )
 
 
+@retry_read_if_connection_lost
 def conversation_lineage(
     conversation_id: int,
     *,
@@ -217,6 +218,7 @@ class LineagePage:
     """Pass as ``before`` for the next page of forks; ``None`` on the last."""
 
 
+@retry_read_if_connection_lost
 def lineage_page(
     conversation_id: int,
     *,

@@ -72,8 +72,10 @@ def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
             outcomes[index] = (True, None)
         else:
             requests.append((index, request))
-    # Sessions locked in one order by every group: two groups never deadlock.
-    requests.sort(key=lambda item: item[1].session_id)
+    # Conversations locked in one order by every group, by their whole key
+    # (one session id may name several conversations, one per scope): two
+    # groups never wait on each other.
+    requests.sort(key=lambda item: (item[1].session_id, item[1].scope_key))
     try:
         written = (
             dialect.append_group(alias, [request for _, request in requests]) if requests else []

@@ -34,6 +34,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from .compiled import CompiledQuery, Slot, compile_once
 from .databases import read_alias
 from .metadata_values import filter_by_metadata, validate_metadata_filter
+from .reconnect import retry_read_if_connection_lost
 from .rows import (
     FAILED_RUN_FIELDS,
     MESSAGE_FIELDS,
@@ -113,6 +114,7 @@ def list_conversation_summaries(
     return list_conversation_page(limit, user_id, using=using).items
 
 
+@retry_read_if_connection_lost
 def list_conversation_page(
     limit: int,
     user_id: str | None = None,
@@ -192,6 +194,7 @@ def _listing_query(
     return compile_once(newest_first.values_list(*_SUMMARY_ROW)[:rows], alias)
 
 
+@retry_read_if_connection_lost
 def find_conversation(
     ref: str, user_id: str | None = None, *, using: str | None = None
 ) -> FoundConversation | None:
@@ -213,6 +216,7 @@ def _find_query(alias: str, by_user: bool) -> CompiledQuery:
     return compile_once(found.values_list(*_SUMMARY_ROW), alias)
 
 
+@retry_read_if_connection_lost
 def list_message_page(
     conversation_id: int, *, after: int | None = None, limit: int, using: str | None = None
 ) -> MessagePage:
@@ -244,6 +248,7 @@ def _message_page_query(alias: str, after: bool, rows: int) -> CompiledQuery:
     return compile_once(messages.order_by("position").values_list(*MESSAGE_FIELDS)[:rows], alias)
 
 
+@retry_read_if_connection_lost
 def list_failed_runs(
     conversation_id: int, *, limit: int, using: str | None = None
 ) -> list[FailedRunRecord]:
@@ -264,6 +269,7 @@ def list_failed_runs(
     return [failed_run_from_row(row) for row in rows]
 
 
+@retry_read_if_connection_lost
 def get_conversation_with_messages(
     ref: str, *, using: str | None = None
 ) -> MemoryConversation | None:

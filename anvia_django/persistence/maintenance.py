@@ -23,6 +23,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from .databases import read_alias, write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .inspection import find_conversation
+from .reconnect import retry_read_if_connection_lost
 from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
 
 DEFAULT_BATCH_SIZE = 500
@@ -66,6 +67,7 @@ ExportRecord = MemoryConversationSummary | ExportedMessage
 AMBIGUOUS_REFS_SHOWN = 5
 
 
+@retry_read_if_connection_lost
 def resolve_conversation(
     session_id_or_ref: str, *, using: str | None = None
 ) -> MemoryConversationSummary | None:
@@ -96,6 +98,7 @@ def resolve_conversation(
     return None if found is None else found.summary
 
 
+@retry_read_if_connection_lost
 def count_conversations(
     selection: ConversationFilter, *, using: str | None = None
 ) -> DeletionCounts:

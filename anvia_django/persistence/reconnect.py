@@ -33,6 +33,16 @@ On MariaDB ``clear`` beside appends meets this (see docs/production.md).
 Inside the caller's own transaction nothing is retried: the transaction
 died with the connection (or was rolled back by the deadlock), and the
 caller must know.
+
+**A connection left broken.** Django restores autocommit after a COMMIT by
+a statement of its own on MySQL and MariaDB; when the connection dies just
+then, Django keeps it with autocommit off, and every later ``atomic`` block
+on that thread pretends to be nested in a transaction that cannot end.
+Outside the caller's transaction, a call that fails with the connection
+dead closes it before the error reaches the caller, and a call that finds
+its thread's connection so left (an error since its last use, no longer
+usable) closes it first: the thread's next statement, the store's or the
+caller's own ORM query, opens a fresh connection.
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from .databases import write_alias
+from .databases import read_alias, write_alias
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -106,8 +116,14 @@ def retry_if_connection_lost(
     connection if the one it ran on turned out to be dead, and after a
     deadlock or serialization failure (see the module's docstring)."""
     if function is None:
-        return lambda decorated: _retrying(decorated, idempotent)
-    return _retrying(function, idempotent)
+        return lambda decorated: _retrying(decorated, idempotent, write_alias)
+    return _retrying(function, idempotent, write_alias)
+
+
+def retry_read_if_connection_lost(function: Callable[P, T], /) -> Callable[P, T]:
+    """:func:`retry_if_connection_lost` for a read of the inspector, the admin
+    or a command: it runs on the database the routers pick for reads."""
+    return _retrying(function, True, read_alias)
 
 
 class _Answered:
@@ -124,13 +140,16 @@ class _Answered:
         return result
 
 
-def _retrying(function: Callable[P, T], idempotent: bool) -> Callable[P, T]:
+def _retrying(
+    function: Callable[P, T], idempotent: bool, alias_for: Callable[[str | None], str]
+) -> Callable[P, T]:
     @wraps(function)
     def call(*args: P.args, **kwargs: P.kwargs) -> T:
         using = kwargs.get("using")
-        connection = connections[write_alias(using if isinstance(using, str) else None)]
+        connection = connections[alias_for(using if isinstance(using, str) else None)]
         if connection.in_atomic_block:
             return function(*args, **kwargs)
+        close_if_broken(connection)
         conflicts = 0
         reconnected = False
         while True:
@@ -146,17 +165,36 @@ def _retrying(function: Callable[P, T], idempotent: bool) -> Callable[P, T]:
                     conflicts += 1
                     time.sleep(conflict_pause(conflicts))
                     continue
-                if (
-                    reconnected
-                    or not isinstance(error, (InterfaceError, OperationalError))
-                    or not _lost(connection, before)
-                    or (not idempotent and answered.answered)
-                ):
+                lost = isinstance(error, (InterfaceError, OperationalError)) and _lost(
+                    connection, before
+                )
+                if reconnected or not lost or (not idempotent and answered.answered):
+                    if lost:
+                        close_if_broken(connection)
                     raise
                 reconnected = True
                 connection.close()
 
     return call
+
+
+def close_if_broken(connection: Any) -> None:
+    """Close ``connection`` if an error since its last use left it unusable,
+    so that its thread's next statement opens a fresh one. Outside any atomic
+    block only: inside one, the transaction's owner must see the error.
+
+    Django does this between requests (``close_if_unusable_or_obsolete``);
+    store calls from tasks, commands and ``async_to_sync`` code are not
+    requests. Costs nothing after a call without errors; after one, a ping.
+    """
+    if connection.connection is None or connection.in_atomic_block:
+        return
+    if not connection.errors_occurred:
+        return
+    if connection.is_usable():
+        connection.errors_occurred = False
+        return
+    connection.close()
 
 
 def _lost(connection: Any, before: Any) -> bool:

@@ -12,8 +12,10 @@ from collections.abc import Collection
 from anvia_django.models import AgentRun, Conversation
 
 from .databases import read_alias
+from .reconnect import retry_read_if_connection_lost
 
 
+@retry_read_if_connection_lost
 def run_row_ids(
     conversation_id: int, run_ids: Collection[str], *, using: str | None = None
 ) -> dict[str, int]:
@@ -27,6 +29,7 @@ def run_row_ids(
     return dict(rows.values_list("run_id", "pk"))
 
 
+@retry_read_if_connection_lost
 def conversation_row_ids(refs: Collection[str], *, using: str | None = None) -> dict[str, int]:
     """``{ref: pk}`` for the conversations among ``refs`` that still exist."""
     if not refs:

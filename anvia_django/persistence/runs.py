@@ -30,7 +30,7 @@ from .databases import read_alias, write_alias
 from .inspection import validate_limit
 from .keyset import KeysetPage, RowKey, older_than
 from .locking import lock_conversation, lock_existing_conversation
-from .reconnect import retry_if_connection_lost
+from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, scope_key
 from .sealed_records import open_failed_run
@@ -126,6 +126,7 @@ def record_run(
             runs.update(**values)
 
 
+@retry_read_if_connection_lost
 def list_runs(
     conversation_id: int,
     *,
@@ -137,6 +138,7 @@ def list_runs(
     return list_run_page(conversation_id, limit=limit, run_id=run_id, using=using).items
 
 
+@retry_read_if_connection_lost
 def list_run_page(
     conversation_id: int,
     *,
@@ -185,6 +187,7 @@ def _with_opened_errors(
     return [(*row[:at], messages.get(row[-2], row[at]), *row[at + 1 :]) for row in rows]
 
 
+@retry_read_if_connection_lost
 def run_totals(conversation_id: int, *, using: str | None = None) -> RunTotals:
     """The sums over every run of the conversation, in one query."""
     runs = AgentRun.objects.using(read_alias(using)).filter(conversation_id=conversation_id)
@@ -204,6 +207,7 @@ def _totals(row: dict[str, Any]) -> RunTotals:
     return RunTotals(**{name: row[name] or 0 for name in _TOTALS})
 
 
+@retry_read_if_connection_lost
 def usage_by_user(
     *,
     user_id: str | None = None,

@@ -26,6 +26,7 @@ from .databases import read_alias
 from .inspection import ConversationKey, ConversationPage, MessagePage, validate_after
 from .inspection import validate_limit as _validate_limit
 from .metadata_values import filter_by_metadata, validate_metadata_filter
+from .reconnect import retry_read_if_connection_lost
 from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
 from .search_text import message_text, snippet
 from .text_match import MatchesText, SearchTerms, can_match, terms_of
@@ -73,6 +74,7 @@ def validate_query(q: object) -> SearchTerms:
     return terms_of(text)
 
 
+@retry_read_if_connection_lost
 def search_messages(
     q: str,
     *,
@@ -134,6 +136,7 @@ def search_messages(
     return SearchPage(items=hits, next_after=hits[-1].message_id if more else None)
 
 
+@retry_read_if_connection_lost
 def search_message_page(
     conversation_id: int,
     q: str,
@@ -161,6 +164,7 @@ def search_message_page(
     )
 
 
+@retry_read_if_connection_lost
 def search_conversation_page(
     q: str,
     limit: int,
@@ -201,6 +205,7 @@ def search_conversation_page(
     )
 
 
+@retry_read_if_connection_lost
 def matching_conversations(
     conversations: QuerySet[Conversation, Any], terms: SearchTerms
 ) -> QuerySet[Conversation, Any]:
@@ -213,6 +218,7 @@ def matching_conversations(
     return conversations.filter(id__in=_matching(alias, terms).values("conversation_id"))
 
 
+@retry_read_if_connection_lost
 def first_matching_positions(
     conversation_ids: list[int], q: str, *, using: str | None = None
 ) -> dict[int, int]:
