@@ -34,14 +34,13 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from anvia_django import signals
 from anvia_django.core.memory.types import MemoryAppendInput
 from anvia_django.encryption import encryption_enabled
 
-from .dialects import AppendRequest, dialect_for
-from .notify import send_after_commit
+from . import unconfirmed
+from .dialects import AppendRequest, Dialect, LockedConversation, dialect_for
 from .pool import Member, Outcome
-from .writes import append_messages, appended_signal, validated_append
+from .writes import announce_append, append_validated, validated_append
 
 
 def groups_appends(connection: BaseDatabaseWrapper) -> bool:
@@ -58,8 +57,20 @@ def groups_appends(connection: BaseDatabaseWrapper) -> bool:
 def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
     """Run the ``append_messages`` calls of ``members`` as one group on ``alias``."""
     dialect = dialect_for(alias)
+    outcomes, requests = _validated(members)
     if encryption_enabled() or not dialect.appends_in_one_statement(alias):
-        return _in_one_transaction_without_savepoints(alias, members)
+        _in_one_transaction_without_savepoints(alias, members, requests, outcomes)
+    else:
+        _in_one_statement(alias, dialect, members, requests, outcomes)
+    assert all(outcome is not None for outcome in outcomes)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _validated(
+    members: Sequence[Member],
+) -> tuple[list[Outcome | None], list[tuple[int, AppendRequest]]]:
+    """Each member's validated append, with its index; bad input and empty
+    appends already have their outcome."""
     outcomes: list[Outcome | None] = [None] * len(members)
     requests: list[tuple[int, AppendRequest]] = []
     for index, (_, _, (input, *scope)) in enumerate(members):
@@ -76,57 +87,69 @@ def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
     # (one session id may name several conversations, one per scope): two
     # groups never wait on each other.
     requests.sort(key=lambda item: (item[1].session_id, item[1].scope_key))
+    return outcomes, requests
+
+
+def _in_one_statement(
+    alias: str,
+    dialect: Dialect,
+    members: Sequence[Member],
+    requests: list[tuple[int, AppendRequest]],
+    outcomes: list[Outcome | None],
+) -> None:
     try:
         written = (
             dialect.append_group(alias, [request for _, request in requests]) if requests else []
         )
     except DatabaseError:
-        written = [None] * len(requests)  # nothing was written: each alone
-    for (index, _), conversation in zip(requests, written, strict=True):
+        # Written or not: the statement's answer may be what was lost.
+        for _, request in requests:
+            unconfirmed.remember(alias, request)
+        written = [None] * len(requests)  # each alone
+    for (index, request), conversation in zip(requests, written, strict=True):
         context, call, (input, *_) = members[index]
         if conversation is None:
             # The function wrote nothing (a retry, another user's session)
             # or the statement failed: alone, the steps say which.
             outcomes[index] = _alone(context, call)
         else:
-            outcomes[index] = _signalled(context, alias, input, conversation)
-    assert all(outcome is not None for outcome in outcomes)
-    return [outcome for outcome in outcomes if outcome is not None]
+            outcomes[index] = _signalled(context, alias, input, request, conversation)
 
 
-def _in_one_transaction_without_savepoints(alias: str, members: Sequence[Member]) -> list[Outcome]:
+def _in_one_transaction_without_savepoints(
+    alias: str,
+    members: Sequence[Member],
+    requests: list[tuple[int, AppendRequest]],
+    outcomes: list[Outcome | None],
+) -> None:
     """The appends of ``members`` in one transaction, none in a savepoint of
     its own: the first that fails or finds a retry dooms the transaction,
     and then each runs again alone (which is rare: a retry, another user's
     session). Two statements fewer an append than a savepoint each."""
-    grouped = [
-        (context, partial(append_messages, *args, using=alias, savepoint=False), args)
-        for context, _, args in members
-    ]
-    # Alone (after a doomed group) the same calls each are a transaction.
-    return in_one_transaction(alias, grouped)
-
-
-def in_one_transaction(alias: str, members: Sequence[Member]) -> list[Outcome]:
-    """Run ``members``' calls in one transaction on ``alias``; their outcomes
-    in order. Never raises: a failure is an outcome.
-
-    Each call must write in a ``transaction.atomic`` block of its own (an
-    append in steps does), which here is a savepoint: a call that fails
-    rolls back its own writes only.
-    """
-    outcomes: list[Outcome] = []
+    committing = False
     try:
         with transaction.atomic(using=alias):
-            for context, call, _ in members:
-                outcomes.append(_alone(context, call))
+            for index, request in requests:
+                context, _, (input, *_) = members[index]
+                call = partial(append_validated, alias, input, request, savepoint=False)
+                outcome = _alone(context, call)
+                if not outcome[0]:
+                    raise _GroupFailed
             if transaction.get_rollback(using=alias):
-                # A savepoint that could not be rolled back (its connection
-                # broke) dooms the transaction: nothing of it will commit.
+                # A retry found, or a savepoint that could not be rolled back
+                # (its connection broke): nothing of it will commit.
                 raise _GroupFailed
+            committing = True
     except (DatabaseError, _GroupFailed):
-        return [_alone(context, call) for context, call, _ in members]
-    return outcomes
+        if committing:  # the COMMIT failed: it may have reached the database
+            for _, request in requests:
+                unconfirmed.remember(alias, request)
+        for index, _ in requests:
+            context, alone, _ = members[index]
+            outcomes[index] = _alone(context, alone)
+        return
+    for index, _ in requests:
+        outcomes[index] = (True, None)
 
 
 class _GroupFailed(Exception):
@@ -141,9 +164,12 @@ def _alone(context: contextvars.Context, call: Callable[[], Any]) -> Outcome:
 
 
 def _signalled(
-    context: contextvars.Context, alias: str, input: MemoryAppendInput, conversation: Any
+    context: contextvars.Context,
+    alias: str,
+    input: MemoryAppendInput,
+    request: AppendRequest,
+    conversation: LockedConversation,
 ) -> Outcome:
     """A committed append's outcome, its signal sent (in its caller's context)."""
-    signal = appended_signal(input, conversation)
-    context.run(send_after_commit, signals.messages_appended, using=alias, **signal)
+    context.run(announce_append, alias, input, request, conversation)
     return True, None

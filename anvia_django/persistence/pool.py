@@ -125,6 +125,11 @@ class DatabaseThreadPool:
                 self._backlog.append(job)
         return future
 
+    def queued(self) -> int:
+        """Calls waiting for a thread (or for a group of their kind to end)."""
+        with self._lock:
+            return len(self._backlog)
+
     def _may_start(self, job: _Job) -> bool:
         return job.group is None or self._running[job.group] < GROUPS_AT_ONCE
 

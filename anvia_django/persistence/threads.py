@@ -164,6 +164,14 @@ def _pool_for(alias: str, size: int) -> DatabaseThreadPool:
     return pool
 
 
+def queued_calls() -> int:
+    """Store calls waiting for a store thread, on every database: how tests
+    see appends queue up to form a group."""
+    with _pools_lock:
+        pools = list(_pools.values())
+    return sum(pool.queued() for pool in pools)
+
+
 def close_db_threads(timeout: float | None = 30) -> None:
     """Stop the store's database threads after their queued calls, closing their connections.
 

@@ -7,9 +7,10 @@ of its work or none of it. Signals go out only after the commit.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -32,6 +33,7 @@ from anvia_django.encryption import encryption_enabled
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
+from . import unconfirmed
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .dialects import AppendRequest, dialect_for
@@ -62,22 +64,32 @@ def append_messages(
     inside the caller's transaction: an append that fails, or finds a retry,
     dooms that transaction instead of rolling back alone (a group commit
     then runs each of its appends alone, see :mod:`.groups`).
+
+    A ``DatabaseError`` other than bad input's (an ``OperationalError``
+    or ``InterfaceError`` above all: a lost connection) may come after the
+    database committed: the append may be stored. Calling again with the
+    same input is safe: it writes nothing if the first call was stored, and
+    its ``messages_appended`` then goes out once (:mod:`.unconfirmed`).
     """
     append = validated_append(input, scope)
     if append is None:
         return
-    alias = write_alias(using)
+    append_validated(write_alias(using), input, append, savepoint=savepoint)
+
+
+def append_validated(
+    alias: str, input: MemoryAppendInput, append: AppendRequest, *, savepoint: bool = True
+) -> None:
+    """:func:`append_messages` once ``input`` is validated as ``append``."""
     if encryption_enabled():
         # Sealed messages are appended in steps (see .sealed).
         _append_in_steps(alias, input, append, savepoint)
         return
-    conversation = dialect_for(alias).append_in_one_statement(alias, append)
+    conversation = _append_in_one_statement(alias, append)
     if conversation is None:
         _append_in_steps(alias, input, append, savepoint)
     else:
-        send_after_commit(
-            signals.messages_appended, using=alias, **appended_signal(input, conversation)
-        )
+        announce_append(alias, input, append, conversation)
 
 
 def validated_append(
@@ -115,17 +127,47 @@ def appended_signal(input: MemoryAppendInput, conversation: LockedConversation) 
     }
 
 
-def _append_in_steps(
-    alias: str, input: MemoryAppendInput, append: AppendRequest, savepoint: bool
+def announce_append(
+    alias: str, input: MemoryAppendInput, append: AppendRequest, conversation: LockedConversation
 ) -> None:
-    try:
-        with transaction.atomic(using=alias, savepoint=savepoint):
-            conversation = _append_under_lock(alias, input.context, append)
-    except _AlreadyStored:
-        return
+    """Once the transaction that wrote ``append`` commits: its signal, and
+    any earlier attempt of it whose outcome was unknown forgotten."""
+    if unconfirmed.any_remembered():
+        transaction.on_commit(partial(unconfirmed.settle, alias, append), using=alias)
     send_after_commit(
         signals.messages_appended, using=alias, **appended_signal(input, conversation)
     )
+
+
+def _append_in_one_statement(alias: str, append: AppendRequest) -> LockedConversation | None:
+    own_transaction = not connections[alias].in_atomic_block
+    try:
+        return dialect_for(alias).append_in_one_statement(alias, append)
+    except DatabaseError:
+        if own_transaction:
+            # In autocommit the statement was the transaction: its answer
+            # may be what was lost.
+            unconfirmed.remember(alias, append)
+        raise
+
+
+def _append_in_steps(
+    alias: str, input: MemoryAppendInput, append: AppendRequest, savepoint: bool
+) -> None:
+    own_transaction = not connections[alias].in_atomic_block
+    committing = False
+    try:
+        with transaction.atomic(using=alias, savepoint=savepoint):
+            conversation = _append_under_lock(alias, input.context, append)
+            committing = own_transaction
+    except _AlreadyStored:
+        _signal_if_owed(alias, input, append)
+        return
+    except DatabaseError:
+        if committing:  # the COMMIT failed: it may have reached the database
+            unconfirmed.remember(alias, append)
+        raise
+    announce_append(alias, input, append, conversation)
 
 
 def _append_under_lock(
@@ -143,6 +185,42 @@ def _append_under_lock(
     if conversation is None:
         raise _AlreadyStored
     return conversation
+
+
+def _signal_if_owed(alias: str, input: MemoryAppendInput, append: AppendRequest) -> None:
+    """A retry found ``append`` stored: signal it if an attempt of it whose
+    outcome this process could not see stored it (see :mod:`.unconfirmed`)."""
+    if not unconfirmed.remembered(alias, append):
+        return
+    connection = connections[alias]
+    if connection.in_atomic_block and connection.needs_rollback:
+        return  # a group's doomed transaction: its appends run again alone
+    stored = list(
+        MemoryMessage.objects.using(alias)
+        .filter(
+            conversation__session_id=append.session_id,
+            conversation__scope_key=append.scope_key,
+            run_id=append.run_id,
+            turn=append.turn,
+        )
+        .order_by("-position")
+        .values_list("position", "created_at", "conversation__ref", "conversation__user_id")[
+            : len(append.encoded)
+        ]
+    )
+    if not stored or not unconfirmed.claim(alias, append, stored[0][1]):
+        return
+    send_after_commit(
+        signals.messages_appended,
+        using=alias,
+        session_id=append.session_id,
+        ref=stored[0][2],
+        user_id=stored[0][3],
+        run_id=append.run_id,
+        turn=append.turn,
+        first_position=stored[-1][0],
+        messages=input.messages,
+    )
 
 
 @retry_if_connection_lost(idempotent=False)
