@@ -9,12 +9,14 @@ class AnviaDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_migrate
+        from django.db.models.signals import post_migrate, pre_migrate
 
         from . import checks
+        from .migration_guards import refuse_unsafe_reversals
         from .persistence.dialects import forget_missing_functions
 
         checks.register()
         # A process that appended before ``migrate`` created the append
         # function looks for it again.
         post_migrate.connect(forget_missing_functions, sender=self)
+        pre_migrate.connect(refuse_unsafe_reversals, sender=self)

@@ -4,9 +4,12 @@ each gets a clear answer (a page, a ``CommandError``, exit status 1), never a
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import subprocess
 import sys
+import threading
 from io import StringIO
 from pathlib import Path
 
@@ -77,6 +80,15 @@ HOSTILE_ARGUMENTS = {
     "a session id that is not UTF-8": (("show", "\udcff"), "not valid UTF-8"),
     "an output name that is not UTF-8": (("export", "-o", "out\udcff.jsonl"), "not valid UTF-8"),
     "a NUL in a user id": (("clear", "--user", "a\x00b", "--yes"), "NUL"),
+    "the day after the last one": (("usage", "--until", "9999-12-31"), "last day a date"),
+    "before the year 1 in UTC": (
+        ("usage", "--since", "0001-01-01T00:00+05:00"),
+        "outside the years 1 to 9999",
+    ),
+    "after the year 9999 in UTC": (
+        ("usage", "--until", "9999-12-31T23:00-05:00"),
+        "outside the years 1 to 9999",
+    ),
 }
 
 
@@ -182,3 +194,67 @@ def test_export_into_a_closed_pipe_ends_quietly(demo_env: dict[str, str]) -> Non
         err = child.stderr.read()
     assert child.wait(timeout=60) == 141  # 128 + SIGPIPE, as `cat` ends
     assert err == b""
+
+
+def test_usage_over_the_whole_calendar_answers() -> None:
+    seed("s-1")
+    assert "No runs in that range." in memory(
+        "usage", "--since", "0001-01-01", "--until", "9999-12-30"
+    )
+
+
+def test_export_to_a_fifo_writes_through_it_and_leaves_it_a_fifo(tmp_path: Path) -> None:
+    seed("s-1")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    memory("export", "--output", str(fifo))
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    lines = received[0].decode().splitlines()
+    assert len(lines) == 3  # the conversation and its two messages
+    assert json.loads(lines[0])["sessionId"] == "s-1"
+
+
+def test_export_through_a_symlink_replaces_the_file_it_names_not_the_link(
+    tmp_path: Path,
+) -> None:
+    seed("s-1")
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    memory("export", "--output", str(link))
+    assert link.is_symlink()
+    assert os.readlink(link) == str(real)
+    assert len(real.read_text().splitlines()) == 3
+    # A dangling link: the file it names is created.
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "new.jsonl")
+    memory("export", "--output", str(tmp_path / "dangling.jsonl"))
+    assert (tmp_path / "dangling.jsonl").is_symlink()
+    assert len((tmp_path / "new.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_export_to_a_full_device_is_a_command_error_and_the_device_stays(tmp_path: Path) -> None:
+    seed("s-1")
+    with pytest.raises(CommandError, match="No space left on device"):
+        memory("export", "--output", "/dev/full")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_export_to_a_full_stdout_from_the_shell_is_one_line_without_a_traceback(
+    demo_env: dict[str, str],
+) -> None:
+    with open("/dev/full", "wb") as full:
+        child = run_manage(
+            b"anvia_memory", b"export", env=demo_env, stdout=full, stderr=subprocess.PIPE
+        )
+        _, err = child.communicate(timeout=60)
+    assert child.returncode == 1
+    assert b"Traceback" not in err
+    assert b"No space left on device" in err
+    assert err.count(b"\n") == 1

@@ -9,6 +9,7 @@ is read or deleted.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
@@ -35,6 +36,7 @@ from anvia_django.persistence import (
 )
 
 from .jsonl import record_json
+from .pipes import closed_stdout, quiet_stdout
 from .progress import Progress, plain
 from .transcript import render_transcript, terminal_safe
 
@@ -82,10 +84,19 @@ def export_conversations(
     report = err if output is None else out
     progress = Progress(err, verbosity, label="Exporting")
     if output is None:
-        conversations, messages = _write_records(out, selection, batch_size, progress)
-        # Now, not at exit: a reader that has gone away (``| head -1``) must
-        # surface while the command can still end quietly, and before the report.
-        out.flush()
+        try:
+            conversations, messages = _write_records(out, selection, batch_size, progress)
+            # Now, not at exit: a reader that has gone away (``| head -1``) must
+            # surface while the command can still end quietly, and before the report.
+            out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:  # a full disk, a closed descriptor (``> /dev/full``)
+            if closed_stdout(out):
+                quiet_stdout()  # or Python reports the failed flush again at exit
+            raise CommandError(
+                f"Cannot write the export to standard output: {error.strerror or error}."
+            ) from None
     else:
         conversations, messages = _export_to_file(output, selection, batch_size, progress)
     progress.done()
@@ -178,23 +189,49 @@ def prune_conversations(
 def _export_to_file(
     output: Path, selection: ConversationFilter, batch_size: int, progress: Progress
 ) -> tuple[int, int]:
-    # Written beside the target and renamed at the end: a failed export
+    target = replaced_file(output)
+    if target is None:
+        # A FIFO, a device, a terminal: written to, never replaced.
+        try:
+            with open(output, "w", encoding="utf-8", newline="\n") as stream:
+                return _write_records(stream, selection, batch_size, progress)
+        except OSError as error:
+            raise CommandError(f"Cannot write {output}: {error.strerror or error}.") from None
+    # Written beside the file and renamed at the end: a failed export
     # leaves no truncated file behind, and never half-overwrites an old one.
-    if output.is_dir():
-        raise CommandError(f"Cannot write {output}: it is a directory; name a file in it.")
-    directory = output.parent if str(output.parent) else Path()
+    directory = target.parent if str(target.parent) else Path()
     if not directory.is_dir():
         raise CommandError(f"Cannot write {output}: {directory} is not a directory.")
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
             counts = _write_records(stream, selection, batch_size, progress)
-        os.replace(temporary, output)
-    except BaseException:
+        os.replace(temporary, target)
+    except BaseException as error:
         with suppress(FileNotFoundError):
             os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise CommandError(f"Cannot write {output}: {error.strerror or error}.") from None
         raise
     return counts
+
+
+def replaced_file(output: Path) -> Path | None:
+    """The regular file an export to ``output`` writes by replacing it: the
+    file itself, or the one a symbolic link names (the link stays). ``None``
+    for anything else that exists (a FIFO, a device such as ``/dev/stdout``):
+    that is written to in place, never replaced."""
+    try:
+        mode = os.stat(output).st_mode  # through symbolic links
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        raise CommandError(f"Cannot write {output}: {error.strerror or error}.") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise CommandError(f"Cannot write {output}: it is a directory; name a file in it.")
+    if mode is not None and not stat.S_ISREG(mode):
+        return None
+    return Path(os.path.realpath(output)) if output.is_symlink() else output
 
 
 def _write_records(

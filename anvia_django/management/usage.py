@@ -27,14 +27,27 @@ def parse_moment(text: str, *, end_of_day: bool) -> datetime:
         pass
     else:
         start = datetime.combine(day, time.min, tzinfo=UTC)
-        return start + timedelta(days=1) if end_of_day else start
+        if not end_of_day:
+            return start
+        try:
+            return start + timedelta(days=1)
+        except OverflowError:
+            raise ValueError(f"{text!r} is the last day a date can name; leave it out") from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(
             f"{text!r} is not an ISO 8601 date or date-time (2026-12-01, 2026-12-01T09:30)"
         ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        # Stored times are UTC: one outside UTC's calendar compares with none.
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"{text!r} falls outside the years 1 to 9999 in UTC; give a nearer time"
+        ) from None
 
 
 def print_usage(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 
 from anvia_django.models import DataKey
@@ -19,10 +21,12 @@ def test_migrating_back_past_the_key_table_is_refused_while_it_holds_keys() -> N
         append_messages(append_input("s", [user("sealed")], user_id="u1"))
     assert DataKey.objects.count() == 1
     try:
+        applied = set(MigrationExecutor(connection).loader.applied_migrations)
         with pytest.raises(
-            RuntimeError, match=r"holds 1 key\(s\)\. Going back past migration 0009"
+            CommandError, match=r"holds 1 key\(s\)\. Going back past migration 0009"
         ):
             call_command("migrate", "anvia_django", "0009_data_keys", verbosity=0)
+        assert set(MigrationExecutor(connection).loader.applied_migrations) == applied
         assert DataKey.objects.count() == 1
         DataKey.objects.all().delete()  # the refusal says how to go on
         call_command("migrate", "anvia_django", "0009_data_keys", verbosity=0)
