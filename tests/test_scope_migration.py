@@ -95,7 +95,7 @@ def test_going_back_is_refused_while_a_session_id_has_two_scopes(default_scope: 
     kept = rows()
     applied = set(MigrationExecutor(connection).loader.applied_migrations)
     try:
-        with pytest.raises(CommandError, match="'shared'.*Nothing was unapplied"):
+        with pytest.raises(CommandError, match=r"'shared'.*Nothing was unapplied"):
             call_command("migrate", "anvia_django", BEFORE[1], verbosity=0)
         # Refused before anything ran: every later migration is still applied.
         assert set(MigrationExecutor(connection).loader.applied_migrations) == applied

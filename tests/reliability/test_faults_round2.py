@@ -3,17 +3,25 @@ from the caller's own thread, and reads after an idle connection was killed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 from django.db import DatabaseError, connection, connections, transaction
+from hypothesis import given
+from hypothesis import strategies as st
 
-from anvia_django.core.memory import MemoryContext, MemoryConversationListOptions
+from anvia_django.core.memory import (
+    InvalidMemoryInputError,
+    MemoryContext,
+    MemoryConversationListOptions,
+)
 from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation
 from anvia_django.persistence import list_conversation_summaries, pop_last_message, search_messages
+from anvia_django.persistence.dialects.mysql import STATEMENT_ROOM, escaped_size
 from anvia_django.store import DjangoMemoryInspector, DjangoMemoryStore
-from tests.helpers import append_input, assistant, run, user
+from tests.helpers import append_input, assistant, run, snapshot, user
 
 STORE = DjangoMemoryStore()
 CONTEXT = MemoryContext("thread", "u")
@@ -145,3 +153,36 @@ def test_a_read_succeeds_on_its_first_call_after_its_idle_connection_was_killed(
     ref = Conversation.objects.values_list("ref", flat=True).get()
     kill_own_connection()
     IDLE_READS[read](ref)
+
+
+@given(st.text())
+def test_the_escaped_size_is_what_the_driver_sends(text: str) -> None:
+    escape = pytest.importorskip("MySQLdb._mysql").escape_string
+    encoded = text.encode("utf-8", "surrogatepass")
+    assert escaped_size(text) == len(escape(encoded))
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db
+def test_a_message_of_backslashes_at_the_size_limit_is_stored_or_refused_whole() -> None:
+    # 8 MiB as JSON (each backslash is two there), twice that once the
+    # driver has escaped it: over MariaDB's default max_allowed_packet.
+    backslashes = "\\" * ((8 * 1024 * 1024 - 64) // 2)
+    message = {"role": "user", "content": backslashes}
+    history()
+    before = snapshot()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        limit = cursor.fetchone()[0]
+    request = append_input("thread", [user("fits"), message], run_id="big", user_id="u")
+    # The documented limit: the message as the driver escapes it, and room
+    # for the rest of its INSERT, within the server's max_allowed_packet.
+    if escaped_size(json.dumps(message, separators=(",", ":"))) + STATEMENT_ROOM > limit:
+        with pytest.raises(InvalidMemoryInputError, match=r"messages\[1\].*max_allowed_packet"):
+            run(STORE.append, request)
+        assert snapshot() == before  # nothing written, the small message neither
+    else:
+        run(STORE.append, request)
+        assert run(STORE.load, CONTEXT)[-1] == message
+    # The connection is still good.
+    assert run(STORE.load, CONTEXT)[0] == user("alpha")

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.models import Conversation
 
@@ -71,8 +72,11 @@ class MySQLDialect(_HandWrittenInsert):
         statements: list[tuple[str, list[Any]]] = []
         chunk: list[tuple[Any, ...]] = []
         size = 0
-        for row in values:
-            row_size = len(row[5]) * 4 + 200  # the message's UTF-8 at worst, and the rest
+        for offset, row in enumerate(values):
+            # The message's UTF-8 at worst, escaped, and the rest.
+            row_size = len(row[5]) * 4 + 200
+            if row_size > SURELY_FITS:
+                refuse_unless_it_fits(connection, row[5], offset)
             if chunk and (
                 size + row_size > self.max_statement_bytes or len(chunk) == self.rows_per_statement
             ):
@@ -83,6 +87,46 @@ class MySQLDialect(_HandWrittenInsert):
         if chunk:
             statements.append((_insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
         return statements
+
+
+SURELY_FITS = 1024 * 1024
+"""Bytes of one row's statement that fit whatever ``max_allowed_packet``
+says (its smallest value is 1 KiB, its default 16 MiB on MariaDB and
+64 MiB on MySQL 8); a bigger row is measured against the server's value."""
+
+STATEMENT_ROOM = 4096
+"""Bytes of the INSERT beside the message: its SQL, the other columns."""
+
+_ESCAPED = ("\\", "'", '"', "\x00", "\n", "\r", "\x1a")
+"""What the driver escapes with a backslash inside a statement's string."""
+
+
+def escaped_size(text: str) -> int:
+    """Bytes of ``text`` as the driver sends it in a statement: its UTF-8,
+    one more for each character it escapes (a message of backslashes or
+    quotes doubles)."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    return size + sum(text.count(character) for character in _ESCAPED)
+
+
+def refuse_unless_it_fits(connection: BaseDatabaseWrapper, text: str, offset: int) -> None:
+    """Raise ``InvalidMemoryInputError`` when the INSERT of message
+    ``offset`` (``text``, as stored) would pass the server's
+    ``max_allowed_packet``: the server would refuse it (1153) and drop the
+    connection. The caller's transaction then rolls back: nothing written."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        row = cursor.fetchone()
+    assert row is not None
+    limit = int(row[0])
+    size = escaped_size(text) + STATEMENT_ROOM
+    if size > limit:
+        raise InvalidMemoryInputError(
+            f"is {size} bytes as MySQL/MariaDB receives it (escaped), over the server's "
+            f"max_allowed_packet of {limit} bytes; raise max_allowed_packet, or lower "
+            'ANVIA_DJANGO["MAX_MESSAGE_BYTES"] to refuse such messages up front',
+            path=f"messages[{offset}]",
+        )
 
 
 class MariaDBDialect(MySQLDialect):
