@@ -11,11 +11,15 @@ class AnviaDjangoConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate, pre_migrate
 
-        from . import checks
+        from . import checks, fields
         from .migration_guards import refuse_unsafe_reversals
+        from .persistence.codec import codec_for
         from .persistence.dialects import forget_missing_functions
 
         checks.register()
+        # The models and their fields read and write sealed values through
+        # the codec; it imports them, so it is handed to them here.
+        fields.codec_for = codec_for
         # A process that appended before ``migrate`` created the append
         # function looks for it again.
         post_migrate.connect(forget_missing_functions, sender=self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -285,9 +286,7 @@ def check_encryption(
         return []
     from .encryption.keyring import KeyringError, parse_keyring
 
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("cryptography") is None:
         return [
             checks.Error(
                 "ANVIA_DJANGO['ENCRYPTION'] is set but the cryptography package is not installed.",

@@ -14,9 +14,11 @@ database dialect names. Elsewhere they are plain ``CharField``/``TextField``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from django.db import models
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models, router
 
 from anvia_django.core.memory.validation import dumps, loads
 
@@ -109,9 +111,10 @@ class ExactJSONField(ExactTextField):
 
 
 class SealedJSONField(ExactJSONField):
-    """An :class:`ExactJSONField` whose value is sealed on save while
-    encryption at rest is on (``anvia_django.encryption.model_writes``).
-    The same column as its parent: migrations see an ``ExactJSONField``."""
+    """An :class:`ExactJSONField` whose value is stored as the codec of its
+    database stores it (sealed, with encryption at rest on), also when saved
+    through the ORM. The same column as its parent: migrations see an
+    ``ExactJSONField``."""
 
     def deconstruct(self) -> Any:
         name, _, args, kwargs = super().deconstruct()
@@ -119,10 +122,18 @@ class SealedJSONField(ExactJSONField):
 
     def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         value = super().pre_save(model_instance, add)
-        from anvia_django.encryption import encryption_enabled
+        alias = model_instance._state.db or router.db_for_write(
+            type(model_instance), instance=model_instance
+        )
+        return codec_for(alias).value_to_save(model_instance, value)
 
-        if not encryption_enabled():
-            return value
-        from anvia_django.encryption.model_writes import sealed_for_save
 
-        return sealed_for_save(model_instance, value)
+def _codec_not_connected(alias: str) -> Any:
+    raise ImproperlyConfigured("anvia_django is not in INSTALLED_APPS (its codec is not connected)")
+
+
+codec_for: Callable[[str], Any] = _codec_not_connected
+"""The codec of a database (``anvia_django.persistence.codec.codec_for``),
+which the models and this field reach sealed values through. Connected by
+``AnviaDjangoConfig.ready()``: the persistence code imports the models, so
+neither they nor their fields may import it."""

@@ -12,9 +12,9 @@ from typing import Any, Self
 
 from django.db import models
 
+from . import fields
 from .conf import ID_MAX_LENGTH
 from .core.memory.scope import SCOPE_KEY_MAX_LENGTH
-from .encryption import encryption_enabled
 from .fields import ExactJSONField, ExactTextField, IdentifierField, SealedJSONField
 
 REF_LENGTH = 22
@@ -99,8 +99,9 @@ class Conversation(models.Model):
 
 class SealedRowQuerySet(models.QuerySet[Any]):
     """``bulk_create`` tells each new row its database before the insert:
-    with encryption on, :class:`SealedJSONField` seals it with the data key
-    of its conversation there (Django records the database only after)."""
+    :class:`SealedJSONField` stores it as that database's codec does (with
+    encryption on, sealed with the data key of its conversation there);
+    Django records the database only after."""
 
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Any]:
         objs = list(objs)
@@ -172,16 +173,13 @@ class MemoryMessage(SealedRowMixin):
         cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any
     ) -> Self:
         instance = super().from_db(db, field_names, values, **kwargs)
-        if encryption_enabled():
-            # Model instances (the admin's record pages) open sealed messages
-            # too; a deferred message or place stays as it is.
-            loaded = instance.__dict__
-            if "message" in loaded and "position" in loaded and "conversation_id" in loaded:
-                from .encryption.keys import open_message
-
-                instance.message = open_message(
-                    db or "default", instance.conversation_id, instance.position, instance.message
-                )
+        # Model instances (the admin's record pages) read messages as the
+        # store does; a deferred message or place stays as it is.
+        loaded = instance.__dict__
+        if "message" in loaded and "position" in loaded and "conversation_id" in loaded:
+            instance.message = fields.codec_for(db or "default").open_message(
+                instance.conversation_id, instance.position, instance.message
+            )
         return instance
 
 
@@ -221,11 +219,10 @@ class FailedRun(models.Model):
         instance = super().from_db(db, field_names, values, **kwargs)
         loaded = instance.__dict__
         needed = ("conversation_id", "run_id", "error_message", "traceback", "messages")
-        if encryption_enabled() and all(name in loaded for name in needed):
+        if all(name in loaded for name in needed):
             # The admin's record pages open a sealed payload too.
-            from .persistence.sealed_records import open_failed_run
-
-            opened = open_failed_run(db or "default", *(loaded[name] for name in needed))
+            codec = fields.codec_for(db or "default")
+            opened = codec.open_failed_run(*(loaded[name] for name in needed))
             if opened[2] is not loaded["messages"]:
                 instance.error_message, instance.traceback, instance.messages = opened
                 instance.opened_from_sealed = True
@@ -312,10 +309,9 @@ class MemorySummary(SealedRowMixin):
         instance = super().from_db(db, field_names, values, **kwargs)
         loaded = instance.__dict__
         needed = ("conversation_id", "covers_through", "message")
-        if encryption_enabled() and all(name in loaded for name in needed):
-            from .persistence.sealed_records import open_summary
-
-            instance.message = open_summary(db or "default", *(loaded[name] for name in needed))
+        if all(name in loaded for name in needed):
+            codec = fields.codec_for(db or "default")
+            instance.message = codec.open_summary(*(loaded[name] for name in needed))
         return instance
 
 

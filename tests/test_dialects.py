@@ -301,14 +301,16 @@ def test_messages_larger_together_than_a_packet_are_stored() -> None:
     assert load_messages(MemoryContext("big")) == messages
 
 
+@pytest.mark.mysql  # rows over 1 MiB are measured against the server's packet size
+@pytest.mark.django_db
 def test_mysql_splits_the_insert_below_the_packet_size() -> None:
     rows = dialects.NewMessages(
         1, 0, "run", 1, ["user"] * 5, ['"' + "x" * 1_000_000 + '"'] * 5, timezone.now()
     )
-    statements = dialects.MySQLDialect()._inserts(connection, rows)
+    statements = dialects.MySQLDialect().insert_statements(connection, rows)
     assert [len(params) // 7 for _, params in statements] == [1, 1, 1, 1, 1]
     small = dialects.NewMessages(1, 0, "run", 1, ["user"] * 3, ["{}"] * 3, timezone.now())
-    assert len(dialects.MySQLDialect()._inserts(connection, small)) == 1
+    assert len(dialects.MySQLDialect().insert_statements(connection, small)) == 1
 
 
 @pytest.mark.mysql

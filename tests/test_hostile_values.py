@@ -240,9 +240,14 @@ def test_export_through_a_symlink_replaces_the_file_it_names_not_the_link(
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_export_to_a_full_device_is_a_command_error_and_the_device_stays(tmp_path: Path) -> None:
     seed("s-1")
+    # Through a link of the test's own: were the export to replace what it
+    # writes to, it would replace the link, never the machine's device.
+    device = tmp_path / "full"
+    device.symlink_to("/dev/full")
     with pytest.raises(CommandError, match="No space left on device"):
-        memory("export", "--output", "/dev/full")
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+        memory("export", "--output", str(device))
+    assert os.readlink(device) == "/dev/full"
+    assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

@@ -12,6 +12,7 @@ import pytest
 
 from anvia_django.core.memory import MemoryContext
 from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.search_text import message_text, snippet
 from anvia_django.models import Conversation
 from anvia_django.persistence import (
     append_messages,
@@ -23,7 +24,6 @@ from anvia_django.persistence import (
     search_messages,
 )
 from anvia_django.persistence.search import MAX_QUERY_LENGTH
-from anvia_django.persistence.search_text import message_text, snippet
 
 from .helpers import append_input, assistant, user
 

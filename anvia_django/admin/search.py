@@ -17,12 +17,13 @@ from django.db.models import F, Model, QuerySet
 from django.http import HttpRequest
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.persistence import (
     first_matching_positions,
     matching_conversations,
     validate_query,
 )
-from anvia_django.persistence.text_match import MatchesText, SearchTerms
+from anvia_django.persistence.text_match import MatchesText
 
 from .links import transcript_url
 

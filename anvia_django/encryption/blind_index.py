@@ -89,8 +89,8 @@ def indexed(alias: str, envelopes: list[str], texts: list[str]) -> list[str]:
     the blind index is on."""
     if not blind_index_enabled():
         return envelopes
+    from anvia_django.core.memory.search_text import message_text
     from anvia_django.core.memory.validation import loads
-    from anvia_django.persistence.search_text import message_text
 
     key = index_key(alias)
     assert key is not None

@@ -1,6 +1,8 @@
 """AES-GCM envelopes, free of Django: data keys wrapped by a master key, and
 message text sealed by a data key with associated data binding it to its
-place (conversation and position).
+place (conversation and position). The one module that imports
+``cryptography`` (an optional extra): the rest of the app holds a
+:data:`Cipher` without knowing where it comes from.
 
 A sealed message is stored in the message column as the JSON object
 ``{"anvia_enc":1,"dk":<data key id>,"ct":"<base64 of nonce+ciphertext>"}``,
@@ -16,6 +18,9 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+Cipher = AESGCM
+"""A data key, ready to seal and open."""
 
 NONCE_BYTES = 12
 MARKER = "anvia_enc"
@@ -41,6 +46,10 @@ def _b64(data: bytes) -> str:
 
 def new_data_key() -> bytes:
     return AESGCM.generate_key(bit_length=256)
+
+
+def cipher_of(data_key: bytes) -> Cipher:
+    return AESGCM(data_key)
 
 
 def _wrap_aad(owner: str, master_id: str) -> bytes:

@@ -1,39 +1,34 @@
 """Data keys in the database: one current key per owner (a user, else a
 conversation), created on first use, unwrapped once per process, re-wrapped
-by rotation, renewed by re-encryption, destroyed by erasure."""
+by rotation, renewed by re-encryption, destroyed by erasure. What is sealed
+with them, and how it is opened, is the sealed codec's
+(``anvia_django/persistence/codec/sealed.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, cast
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from anvia_django.conf import SETTINGS_NAME, app_settings
-from anvia_django.core.memory.validation import loads
 from anvia_django.models import DataKey
 
 from .envelope import (
-    ENVELOPE_PREFIX,
+    Cipher,
     DecryptionError,
-    envelope_parts,
-    is_envelope,
+    cipher_of,
     new_data_key,
-    open_sealed,
-    parse_envelope_text,
-    seal,
     unwrap,
     wrap,
 )
 from .keyring import Keyring, KeyringError, MissingKeyError, parse_keyring
 
 _keyring: Keyring | None = None
-_ciphers: dict[tuple[str, int], tuple[str, AESGCM]] = {}
+_ciphers: dict[tuple[str, int], tuple[str, Cipher]] = {}
 """(key alias, data key id) -> (its wrapped form, its cipher): unwrapped once."""
 
 
@@ -73,7 +68,7 @@ def owner_of(user_id: str | None, ref: str) -> str:
     return f"user:{user_id}" if user_id else f"conversation:{ref}"
 
 
-def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> AESGCM:
+def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> Cipher:
     cached = _ciphers.get((alias, pk))
     if cached is not None and cached[0] == wrapped:
         return cached[1]
@@ -84,12 +79,12 @@ def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> AE
         raise DecryptionError(f"data key {pk}: {error}") from None
     except MissingKeyError as error:
         raise MissingKeyError(f"data key {pk}: {error}") from None
-    cipher = AESGCM(raw)
+    cipher = cipher_of(raw)
     _ciphers[(alias, pk)] = (wrapped, cipher)
     return cipher
 
 
-def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
+def data_key_for(alias: str, owner: str) -> tuple[int, Cipher]:
     """The id and cipher of ``owner``'s current data key (its newest
     generation), created (wrapped by the current master key) when it has
     none. Raises naming the key id when the key cannot be unwrapped: the
@@ -121,7 +116,7 @@ def data_key_for(alias: str, owner: str) -> tuple[int, AESGCM]:
             if row is None:
                 raise
         else:
-            cipher = AESGCM(raw)
+            cipher = cipher_of(raw)
             _ciphers[(kalias, created.pk)] = (wrapped, cipher)
             return created.pk, cipher
     pk, master_id, wrapped = row
@@ -155,7 +150,7 @@ def _key_columns(alias: str) -> dict[str, str]:
     return {field.name: quote(cast(str, field.column)) for field in DataKey._meta.concrete_fields}
 
 
-def cipher_for(alias: str, pk: int, *, cached: bool = True) -> AESGCM:
+def cipher_for(alias: str, pk: int, *, cached: bool = True) -> Cipher:
     """The cipher of data key ``pk``, which reads of messages on ``alias`` need."""
     kalias = key_alias(alias)
     if cached:
@@ -173,68 +168,6 @@ def cipher_for(alias: str, pk: int, *, cached: bool = True) -> AESGCM:
             f"data key {pk} does not exist (erased?): the messages sealed under it cannot be read"
         )
     return _cipher(kalias, pk, *row)
-
-
-def seal_messages(
-    cipher: AESGCM, key_id: int, conversation_id: int, first_position: int, texts: list[str]
-) -> list[str]:
-    """The envelopes of ``texts`` stored from ``first_position`` on."""
-    return [
-        seal(cipher, key_id, conversation_id, first_position + offset, text)
-        for offset, text in enumerate(texts)
-    ]
-
-
-def _open(alias: str, key_id: int, ct: str, conversation_id: int, position: int) -> str:
-    try:
-        return open_sealed(cipher_for(alias, key_id), key_id, ct, conversation_id, position)
-    except DecryptionError:
-        # A cached cipher may be a stale one for a reused id: fetch once more.
-        cipher = cipher_for(alias, key_id, cached=False)
-        return open_sealed(cipher, key_id, ct, conversation_id, position)
-
-
-def open_text(alias: str, conversation_id: int, position: int, value: Any) -> str | None:
-    """The JSON text sealed in ``value`` (a decoded column value); ``None``
-    when it is not an envelope (a row written before encryption was on)."""
-    if not is_envelope(value):
-        return None
-    key_id, ct = envelope_parts(value)
-    return _open(alias, key_id, ct, conversation_id, position)
-
-
-def open_message(alias: str, conversation_id: int, position: int, value: Any) -> Any:
-    """The message stored as ``value`` at ``position`` of ``conversation_id``."""
-    text = open_text(alias, conversation_id, position, value)
-    return value if text is None else loads(text)
-
-
-def open_column_text(alias: str, conversation_id: int, position: int, text: str) -> str:
-    """The JSON text of the message whose column holds ``text`` (an envelope's,
-    or a message's written before encryption was on)."""
-    if not text.startswith(ENVELOPE_PREFIX):
-        return text
-    key_id, ct = parse_envelope_text(text)
-    return _open(alias, key_id, ct, conversation_id, position)
-
-
-def open_column_texts(alias: str, rows: Iterable[tuple[int, int, str]]) -> list[Any]:
-    """The messages of ``(conversation id, position, column text)`` rows:
-    the loads' path, one cipher lookup per data key, no JSON parse of envelopes."""
-    opened: list[Any] = []
-    ciphers: dict[int, AESGCM] = {}
-    for conversation_id, position, text in rows:
-        if text.startswith(ENVELOPE_PREFIX):
-            key_id, ct = parse_envelope_text(text)
-            cipher = ciphers.get(key_id)
-            if cipher is None:
-                cipher = ciphers[key_id] = cipher_for(alias, key_id)
-            try:
-                text = open_sealed(cipher, key_id, ct, conversation_id, position)
-            except DecryptionError:
-                text = _open(alias, key_id, ct, conversation_id, position)
-        opened.append(loads(text))
-    return opened
 
 
 def destroy_data_key(alias: str, owner: str) -> int:
@@ -279,7 +212,7 @@ def renew_data_key(alias: str, owner: str) -> tuple[int, bool]:
         # Another run, or a first append, made that generation first, under
         # the current master key too.
         return renew_data_key(alias, owner)
-    _ciphers[(kalias, created.pk)] = (wrapped, AESGCM(raw))
+    _ciphers[(kalias, created.pk)] = (wrapped, cipher_of(raw))
     return created.pk, True
 
 
@@ -328,29 +261,3 @@ def rotate_data_keys(alias: str, *, batch_size: int = 500) -> int:
                     wrapped_key=wrap(master, ring.current, owner, raw),
                 )
         last = page[-1][0]
-
-
-def open_rows(
-    alias: str, conversation_id: int, rows: Iterable[Any], *, position: int, message: int
-) -> list[Any]:
-    """``rows`` (tuples) with column ``message`` opened, each bound to
-    ``conversation_id`` and its column ``position``."""
-    opened = []
-    for row in rows:
-        values = list(row)
-        values[message] = open_message(alias, conversation_id, values[position], values[message])
-        opened.append(tuple(values))
-    return opened
-
-
-def reseal(
-    alias: str, value: Any, source: tuple[int, int], target: tuple[int, int, int, AESGCM]
-) -> str:
-    """``value`` stored at ``source`` (conversation id, position), sealed
-    again for ``target`` (data key id, conversation id, position, cipher):
-    what a fork's copy of a message needs."""
-    from anvia_django.core.memory.validation import dumps
-
-    text = open_text(alias, source[0], source[1], value)
-    key_id, conversation_id, position, cipher = target
-    return seal(cipher, key_id, conversation_id, position, dumps(value) if text is None else text)

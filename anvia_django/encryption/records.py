@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from anvia_django.core.memory.validation import loads
 
 from .envelope import (
     VERSION,
+    Cipher,
     DecryptionError,
     decrypt_with_aad,
     envelope_parts,
@@ -49,7 +48,7 @@ def seal_record(
 
 
 def seal_record_with(
-    cipher: AESGCM, key_id: int, conversation_id: int, place: str, text: str
+    cipher: Cipher, key_id: int, conversation_id: int, place: str, text: str
 ) -> str:
     return seal_with_aad(cipher, key_id, _aad(key_id, conversation_id, place), text)
 

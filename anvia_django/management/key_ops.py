@@ -7,12 +7,12 @@ from collections.abc import Callable
 from django.core.management import CommandError
 from django.core.management.base import OutputWrapper
 
-from anvia_django.encryption import encryption_enabled
 from anvia_django.persistence import (
     ConversationFilter,
     count_conversations,
     erase_user_conversations,
 )
+from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 
 from .progress import Progress
@@ -33,11 +33,7 @@ def erase_user(out: OutputWrapper, *, user_id: str, interactive: bool, confirm: 
         f"{planned.conversations} conversation(s) ({planned.messages} message(s))?"
     ):
         raise CommandError("Cancelled; nothing was deleted.")
-    keys = 0
-    if encryption_enabled():
-        from anvia_django.encryption.keys import destroy_data_key, owner_of
-
-        keys = destroy_data_key(write_alias(None), owner_of(user_id, ""))
+    keys = codec_for(write_alias(None)).erase_user(user_id)
     counts = erase_user_conversations(user_id)
     out.write(
         f"Erased user {user_id!r}: {counts.conversations} conversation(s), "
@@ -51,20 +47,20 @@ def rotate_keys(
 ) -> None:
     """Re-wrap every data key under the current master key; with
     ``reencrypt``, also replace the keys made under earlier master keys and
-    seal every message again (persistence/reencrypt.py)."""
-    if not encryption_enabled():
+    seal every message again (persistence/codec/reencrypt.py)."""
+    alias = write_alias(None)
+    if not codec_for(alias).opens:
         raise CommandError("ANVIA_DJANGO['ENCRYPTION'] is not set: there are no keys to rotate.")
     from anvia_django.encryption.envelope import DecryptionError
     from anvia_django.encryption.keyring import MissingKeyError
     from anvia_django.encryption.keys import keyring, rotate_data_keys
 
-    alias = write_alias(None)
     try:
         rotated = rotate_data_keys(alias, batch_size=batch_size)
         out.write(f"Re-wrapped {rotated} data key(s) under master key {keyring().current!r}.")
         if not reencrypt:
             return
-        from anvia_django.persistence.reencrypt import reencrypt as reencrypt_all
+        from anvia_django.persistence.codec.reencrypt import reencrypt as reencrypt_all
 
         _refuse_a_shared_key_table(alias)
 

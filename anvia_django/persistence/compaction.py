@@ -10,7 +10,6 @@ replaces rows), so only the first writer's summary is kept. The
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
@@ -29,9 +28,9 @@ from anvia_django.core.memory.compaction import (
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context, validate_message
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import MemoryMessage, MemorySummary
 
+from .codec import codec_for
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
 from .locking import lock_existing_conversation
@@ -40,7 +39,6 @@ from .reads import load_messages
 from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, find_conversation_id, scope_key
-from .sealed_records import open_summary, sealed_summary
 
 
 @retry_if_connection_lost
@@ -90,20 +88,16 @@ def load_compacted(
     if newest is None:
         return None
     conversation_id, covers_through, summary = newest
-    summary = open_summary(alias, conversation_id, covers_through, summary)
+    codec = codec_for(alias)
+    summary = codec.open_summary(conversation_id, covers_through, summary)
     after_summary = (
         MemoryMessage.objects.using(alias)
         .filter(conversation_id=conversation_id, position__gt=covers_through)
         .order_by("position")
+        .values_list("position", "run_id", "message")
     )
-    if encryption_enabled():
-        from anvia_django.encryption.keys import open_rows
-
-        located = after_summary.values_list("position", "run_id", "message")
-        opened = open_rows(alias, conversation_id, located, position=0, message=2)
-        tail = [(run_id, message) for _, run_id, message in opened]
-    else:
-        tail = list(after_summary.values_list("run_id", "message"))
+    opened = codec.open_rows(conversation_id, after_summary, position=0, message=2)
+    tail = [(run_id, message) for _, run_id, message in opened]
     return window_after_summary(summary, tail, limit)
 
 
@@ -131,18 +125,16 @@ def plan_compaction(
         .first()
     )
     previous_through, previous = newest if newest is not None else (None, None)
+    codec = codec_for(alias)
     if previous_through is not None:
-        previous = open_summary(alias, conversation_id, previous_through, previous)
+        previous = codec.open_summary(conversation_id, previous_through, previous)
     rows = list(
         MemoryMessage.objects.using(alias)
         .filter(conversation_id=conversation_id, position__gt=_after(previous_through))
         .order_by("position")
         .values_list("pk", "position", "run_id", "message")
     )
-    if encryption_enabled():
-        from anvia_django.encryption.keys import open_rows
-
-        rows = open_rows(alias, conversation_id, rows, position=1, message=3)
+    rows = codec.open_rows(conversation_id, rows, position=1, message=3)
     messages = [row[3] for row in rows]
     start = kept_from(
         messages,
@@ -199,11 +191,9 @@ def write_summary(
         )
         if not unchanged:
             return False  # rewound (and perhaps refilled) meanwhile
-        stored: Any = message
-        if encryption_enabled():
-            stored = sealed_summary(
-                alias, (owner, ref), conversation_id, plan.covers_through, message
-            )
+        stored = codec_for(alias).summary_value(
+            (owner, ref), conversation_id, plan.covers_through, message
+        )
         MemorySummary.objects.using(alias).create(
             conversation_id=conversation_id,
             covers_through=plan.covers_through,
@@ -255,8 +245,9 @@ def list_summary_page(
             "covers_through", "message", "created_at"
         )[: limit + 1]
     )
+    codec = codec_for(alias)
     items = [
-        SummaryRecord(k, open_summary(alias, conversation_id, k, message), as_utc(created))
+        SummaryRecord(k, codec.open_summary(conversation_id, k, message), as_utc(created))
         for k, message, created in rows[:limit]
     ]
     return SummaryPage(items, len(rows) > limit)

@@ -11,28 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from anvia_django import signals
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
+from .codec import codec_for
 from .notify import send_after_commit
-
-
-def _destroy_conversation_keys_on_commit(alias: str, rows: Sequence[ConversationRow]) -> None:
-    """The data keys of deleted conversations without a user (a user's key
-    stays for their other conversations; ``anvia_memory erase`` destroys
-    it), once the deletion has committed."""
-    from django.db import transaction
-
-    from anvia_django.encryption.keys import destroy_data_key, owner_of
-
-    owners = [owner_of(None, row.ref) for row in rows if not row.user_id]
-
-    def destroy() -> None:
-        for owner in owners:
-            destroy_data_key(alias, owner)
-
-    if owners:
-        transaction.on_commit(destroy, using=alias)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +59,7 @@ def delete_conversations(alias: str, rows: Sequence[ConversationRow]) -> Deletio
     messages, _ = MemoryMessage.objects.using(alias).filter(conversation_id__in=ids).delete()
     failed_runs, _ = FailedRun.objects.using(alias).filter(conversation_id__in=ids).delete()
     conversations, _ = Conversation.objects.using(alias).filter(pk__in=ids).delete()
-    if encryption_enabled():
-        _destroy_conversation_keys_on_commit(alias, rows)
+    codec_for(alias).forget_deleted([(row.user_id, row.ref) for row in rows])
     for row in rows:
         send_after_commit(
             signals.conversation_cleared,

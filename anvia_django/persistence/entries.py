@@ -7,13 +7,12 @@ from anvia_django.core.memory.entries import HistoryEntry, StoredRow, windowed_e
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import MemoryMessage, MemorySummary
 
+from .codec import codec_for
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
 from .scope import find_conversation_id
-from .sealed_records import open_summary
 
 
 @retry_if_connection_lost
@@ -50,10 +49,7 @@ def load_entries(
         # One more than the window, so the run boundary before it is visible.
         rows = list(messages.order_by("-position").values_list(*columns)[: limit + 1])
         rows.reverse()
-    if encryption_enabled():
-        from anvia_django.encryption.keys import open_rows
-
-        rows = open_rows(alias, conversation_id, rows, position=0, message=2)
+    rows = codec_for(alias).open_rows(conversation_id, rows, position=0, message=2)
     stored = [StoredRow(position, run_id, message) for position, run_id, message in rows]
     return windowed_entries(stored, limit, summary)
 
@@ -70,5 +66,7 @@ def _newest_summary(alias: str, conversation_id: int) -> HistoryEntry | None:
         return None
     covers_through, message = newest
     return HistoryEntry(
-        None, open_summary(alias, conversation_id, covers_through, message), covers_through
+        None,
+        codec_for(alias).open_summary(conversation_id, covers_through, message),
+        covers_through,
     )

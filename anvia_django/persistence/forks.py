@@ -27,10 +27,9 @@ from anvia_django.core.memory.branches import (
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
-from anvia_django.encryption import encryption_enabled
-from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 
+from .codec import codec_for
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
 from .keyset import RowKey, older_than
@@ -39,7 +38,6 @@ from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
 from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from .scope import check_scope, scope_key
-from .sealed_records import open_summary, sealed_summary
 
 COPY_BATCH = 500
 _SOURCE_FIELDS = (
@@ -133,19 +131,10 @@ def _copy_messages(
     owner: tuple[str | None, str],
 ) -> None:
     """Copy the source's messages before ``up_to`` into the fork (``owner``:
-    its user id and ref). With encryption on each copy is sealed again: the
-    associated data binds a ciphertext to its conversation."""
-    seal_copy: Any = None
-    if encryption_enabled():
-        from anvia_django.encryption.blind_index import carried_over
-        from anvia_django.encryption.keys import data_key_for, owner_of, reseal
-
-        key_id, cipher = data_key_for(alias, owner_of(*owner))
-
-        def seal_copy(position: int, value: Any) -> EncodedJSON:
-            target = (key_id, fork_id, position, cipher)
-            resealed = reseal(alias, value, (source_id, position), target)
-            return EncodedJSON(carried_over(alias, resealed, value))
+    its user id and ref), each stored as the codec stores a copy (sealed
+    again: the associated data binds a ciphertext to its conversation)."""
+    codec = codec_for(alias)
+    copy = codec.copier(source_id, owner, fork_id)
 
     # Keyset batches on the (conversation, position) index: memory stays
     # bounded and no batch rescans the rows before it.
@@ -161,8 +150,8 @@ def _copy_messages(
             break
         # Stamped with the fork's time, like every message of a conversation
         # (made within its lifetime); the source keeps the original times.
-        if seal_copy is not None:
-            rows = [(row[0], *row[1:-1], seal_copy(row[0], row[-1])) for row in rows]
+        if codec.opens:
+            rows = [(*row[:-1], copy(row[0], row[-1])) for row in rows]
         copies = [
             MemoryMessage(
                 conversation_id=fork_id, created_at=now, **dict(zip(_COPIED, row, strict=True))
@@ -177,14 +166,15 @@ def _copy_summaries(
     alias: str, source_id: int, fork_id: int, up_to: int, *, owner: tuple[str | None, str]
 ) -> None:
     """Copy the source's summaries of positions before ``up_to`` into the
-    fork (``owner``: its user id and ref), sealed again with encryption on."""
+    fork (``owner``: its user id and ref), stored as the codec stores them."""
     summaries = MemorySummary.objects.using(alias).filter(
         conversation_id=source_id, covers_through__lt=up_to
     )
     rows = list(summaries.values_list("covers_through", "message", "created_at"))
-    if encryption_enabled():
+    codec = codec_for(alias)
+    if codec.opens:
         rows = [
-            (k, sealed_summary(alias, owner, fork_id, k, open_summary(alias, source_id, k, m)), c)
+            (k, codec.summary_value(owner, fork_id, k, codec.open_summary(source_id, k, m)), c)
             for k, m, c in rows
         ]
     MemorySummary.objects.using(alias).bulk_create(

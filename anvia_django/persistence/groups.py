@@ -35,9 +35,9 @@ from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from anvia_django.core.memory.types import MemoryAppendInput
-from anvia_django.encryption import encryption_enabled
 
 from . import unconfirmed
+from .codec import codec_for
 from .dialects import AppendRequest, Dialect, LockedConversation, dialect_for
 from .pool import Member, Outcome
 from .writes import announce_append, append_validated, validated_append
@@ -58,7 +58,7 @@ def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
     """Run the ``append_messages`` calls of ``members`` as one group on ``alias``."""
     dialect = dialect_for(alias)
     outcomes, requests = _validated(members)
-    if encryption_enabled() or not dialect.appends_in_one_statement(alias):
+    if not dialect.appends_in_one_statement(alias, codec_for(alias)):
         _in_one_transaction_without_savepoints(alias, members, requests, outcomes)
     else:
         _in_one_statement(alias, dialect, members, requests, outcomes)

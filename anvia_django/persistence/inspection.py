@@ -28,9 +28,9 @@ from anvia_django.core.memory.types import (
     MemoryConversationSummary,
 )
 from anvia_django.core.memory.validation import validate_identifier
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
+from .codec import codec_for
 from .compiled import CompiledQuery, Slot, compile_once
 from .databases import read_alias
 from .metadata_values import filter_by_metadata, validate_metadata_filter
@@ -44,7 +44,6 @@ from .rows import (
     message_from_row,
     summary_from_row,
 )
-from .sealed_records import open_failed_run
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _LAST_POSITION = 2**63 - 1
@@ -227,10 +226,7 @@ def list_message_page(
     alias = read_alias(using)
     query = _message_page_query(alias, after is not None, limit + 1)
     rows = query.rows(alias, {"conversation": conversation_id, "after": after})
-    if encryption_enabled():
-        from anvia_django.encryption.keys import open_rows
-
-        rows = open_rows(alias, conversation_id, rows, position=0, message=4)
+    rows = codec_for(alias).open_rows(conversation_id, rows, position=0, message=4)
     return MessagePage(
         items=[message_from_row(tuple(row)) for row in rows[:limit]], has_more=len(rows) > limit
     )
@@ -261,9 +257,10 @@ def list_failed_runs(
         .order_by("-created_at", "-id")
         .values_list(*FAILED_RUN_FIELDS)[:limit]
     )
-    if encryption_enabled():
+    codec = codec_for(alias)
+    if codec.opens:
         rows = [
-            (run_id, kind, *open_failed_run(alias, conversation_id, run_id, *payload), created)
+            (run_id, kind, *codec.open_failed_run(conversation_id, run_id, *payload), created)
             for run_id, kind, *payload, created in rows
         ]
     return [failed_run_from_row(row) for row in rows]
@@ -285,10 +282,7 @@ def get_conversation_with_messages(
         .order_by("position")
         .values_list(*MESSAGE_FIELDS)
     )
-    if encryption_enabled():
-        from anvia_django.encryption.keys import open_rows
-
-        messages = open_rows(alias, found.id, messages, position=0, message=4)
+    messages = codec_for(alias).open_rows(found.id, messages, position=0, message=4)
     summary = found.summary
     return MemoryConversation.from_summary(summary, [message_from_row(row) for row in messages])
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from django.db.models import Exists, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Substr
 
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
+
+from .codec import codec_for
 
 
 def with_preview_columns(
@@ -18,14 +19,14 @@ def with_preview_columns(
     characters of the JSON text of the first user message, or ``None``) and
     ``has_failed_run``.
 
-    With encryption on the column holds an envelope, which opens only whole:
-    the whole text is fetched, with ``first_user_position`` to open it by
+    Where the codec opens what is stored (an envelope opens only whole), the
+    whole text is fetched, with ``first_user_position`` to open it by
     (:func:`opened_preview_source`)."""
     first_user = MemoryMessage.objects.filter(conversation_id=OuterRef("pk"), role="user").order_by(
         "position"
     )
     failed = Exists(FailedRun.objects.filter(conversation_id=OuterRef("pk")))
-    if encryption_enabled():
+    if codec_for(conversations.db).opens:
         return conversations.annotate(
             first_user_message=Subquery(first_user.values("message")[:1], TextField()),
             first_user_position=Subquery(first_user.values("position")[:1]),
@@ -44,7 +45,5 @@ def opened_preview_source(conversation: Conversation, preview_chars: int) -> str
     position = getattr(conversation, "first_user_position", None)
     if text is None or position is None:
         return text
-    from anvia_django.encryption.keys import open_column_text
-
-    alias = conversation._state.db or "default"
-    return open_column_text(alias, conversation.pk, position, text)[:preview_chars]
+    codec = codec_for(conversation._state.db or "default")
+    return codec.open_text(conversation.pk, position, text)[:preview_chars]

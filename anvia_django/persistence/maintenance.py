@@ -17,9 +17,9 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
+from .codec import codec_for
 from .databases import read_alias, write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .inspection import find_conversation
@@ -204,16 +204,12 @@ def _message_pages(
         .filter(conversation_id__in=conversation_ids)
         .order_by("conversation_id", "position")
     )
+    codec = codec_for(alias)
     after: Q | None = None
     while True:
         page = messages.filter(after) if after is not None else messages
         rows = list(page.values_list("conversation_id", *MESSAGE_FIELDS)[:batch_size])
-        if encryption_enabled():
-            from anvia_django.encryption.keys import open_message
-
-            yield from ((*row[:-1], open_message(alias, row[0], row[1], row[-1])) for row in rows)
-        else:
-            yield from rows
+        yield from ((*row[:-1], codec.open_message(row[0], row[1], row[-1])) for row in rows)
         if len(rows) < batch_size:
             return
         conversation_id, position = rows[-1][0], rows[-1][1]

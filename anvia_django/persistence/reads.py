@@ -14,9 +14,9 @@ from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, MemoryMessage
 
+from .codec import Codec, codec_for
 from .compiled import CompiledQuery, Slot, compile_once
 from .databases import write_alias
 from .reconnect import retry_if_connection_lost
@@ -40,8 +40,9 @@ def load_messages(
     validate_context(context, app_settings.input_limits)
     values = _values(context, scope)
     alias = write_alias(using)
-    if encryption_enabled():
-        return _load_sealed(context, alias, values, limit, latest=False)
+    codec = codec_for(alias)
+    if codec.opens:
+        return _load_opened(codec, context, alias, values, limit, latest=False)
     # One query when the context is trusted or the session has messages its
     # user may read; a second one only when a user-scoped read found nothing,
     # to tell an empty or unknown session from another user's.
@@ -81,8 +82,9 @@ def load_latest_messages(
     if not count:
         _check_owner(context, alias, values)
         return []
-    if encryption_enabled():
-        return _load_sealed(context, alias, values, count, latest=True)
+    codec = codec_for(alias)
+    if codec.opens:
+        return _load_opened(codec, context, alias, values, count, latest=True)
     messages = _messages_query(alias, _scoped(context), count).column(alias, values)
     if not messages:
         _check_owner(context, alias, values)
@@ -90,13 +92,17 @@ def load_latest_messages(
     return messages
 
 
-def _load_sealed(
-    context: MemoryContext, alias: str, values: dict[str, Any], limit: int | None, *, latest: bool
+def _load_opened(
+    codec: Codec,
+    context: MemoryContext,
+    alias: str,
+    values: dict[str, Any],
+    limit: int | None,
+    *,
+    latest: bool,
 ) -> list[Message]:
-    """``load_messages`` (``latest``: ``load_latest_messages``) with
-    encryption on: each row's place read with it, to open its envelope."""
-    from anvia_django.encryption.keys import open_column_texts
-
+    """``load_messages`` (``latest``: ``load_latest_messages``) where the
+    codec opens what is stored: each row's place read with it."""
     newest = None if limit is None else (limit if latest else limit + 1)
     query = _messages_query(alias, _scoped(context), newest, with_runs=True, located=True)
     rows = query.rows(alias, values)
@@ -107,7 +113,7 @@ def _load_sealed(
         rows.reverse()
     if limit is not None and not latest:
         rows = rows[window_start([row[2] for row in rows], limit) :]
-    return open_column_texts(alias, [(cid, position, text) for cid, position, _, text in rows])
+    return codec.open_texts((cid, position, text) for cid, position, _, text in rows)
 
 
 def _scoped(context: MemoryContext) -> bool:
@@ -147,8 +153,8 @@ def _messages_query(
     messages = MemoryMessage.objects.filter(conversation=owner)
     columns: tuple[str, ...] = ("run_id", "message") if with_runs else ("message",)
     if located:
-        # Where each row is (what a sealed message is bound to), and the
-        # column's text as stored: an envelope is opened, not JSON-decoded.
+        # Where each row is (what the codec opens it by), and the column's
+        # text as stored: an envelope is opened, not JSON-decoded.
         messages = messages.annotate(text=Cast("message", output_field=TextField()))
         columns = ("conversation_id", "position", "run_id", "text")
     ordered = messages.order_by("position" if newest is None else "-position")

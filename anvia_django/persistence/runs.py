@@ -23,9 +23,9 @@ from anvia_django.core.memory.runs import (
 )
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.validation import validate_identifier
-from anvia_django.encryption import encryption_enabled
 from anvia_django.models import AgentRun, FailedRun
 
+from .codec import Codec, codec_for
 from .databases import read_alias, write_alias
 from .inspection import validate_limit
 from .keyset import KeysetPage, RowKey, older_than
@@ -33,7 +33,6 @@ from .locking import lock_conversation, lock_existing_conversation
 from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
 from .rows import as_utc
 from .scope import check_scope, scope_key
-from .sealed_records import open_failed_run
 
 _RUN_FIELDS = (
     "run_id",
@@ -158,8 +157,9 @@ def list_run_page(
     # Then the failed run's id (to open its sealed error) and the run's (the page key).
     columns = (*_RUN_FIELDS, "failed_run_id", "id")
     rows = list(runs.order_by("-started_at", "-id").values_list(*columns)[: limit + 1])
-    if encryption_enabled():
-        rows = _with_opened_errors(alias, conversation_id, rows)
+    codec = codec_for(alias)
+    if codec.opens:
+        rows = _with_opened_errors(codec, alias, conversation_id, rows)
     shown = rows[:limit]
     next_key = None
     if len(rows) > limit:
@@ -169,16 +169,16 @@ def list_run_page(
 
 
 def _with_opened_errors(
-    alias: str, conversation_id: int, rows: list[tuple[Any, ...]]
+    codec: Codec, alias: str, conversation_id: int, rows: list[tuple[Any, ...]]
 ) -> list[tuple[Any, ...]]:
-    """``rows`` with the error message of each failed run opened: with
-    encryption on it is sealed in its record's payload (one more query)."""
+    """``rows`` with the error message of each failed run opened: sealed, it
+    is in its record's payload (one more query)."""
     failed = [row[-2] for row in rows if row[-2] is not None]
     if not failed:
         return rows
     payloads = FailedRun.objects.using(alias).filter(pk__in=failed)
     messages = {
-        pk: open_failed_run(alias, conversation_id, run_id, *payload)[0]
+        pk: codec.open_failed_run(conversation_id, run_id, *payload)[0]
         for pk, run_id, *payload in payloads.values_list(
             "pk", "run_id", "error_message", "traceback", "messages"
         )

@@ -19,17 +19,17 @@ from django.db import connections
 from django.db.models import BigIntegerField, ExpressionWrapper, F, Min, QuerySet
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.encryption import encryption_enabled
+from anvia_django.core.memory.search_text import SearchTerms, message_text, snippet, terms_of
 from anvia_django.models import Conversation, MemoryMessage
 
+from .codec import codec_for
 from .databases import read_alias
 from .inspection import ConversationKey, ConversationPage, MessagePage, validate_after
 from .inspection import validate_limit as _validate_limit
 from .metadata_values import filter_by_metadata, validate_metadata_filter
 from .reconnect import retry_read_if_connection_lost
 from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
-from .search_text import message_text, snippet
-from .text_match import MatchesText, SearchTerms, can_match, terms_of
+from .text_match import MatchesText, can_match
 
 MAX_QUERY_LENGTH = 200
 """Characters of a search query; longer ones are refused, not cut."""
@@ -240,31 +240,22 @@ def first_matching_positions(
 
 
 def indexed_terms(alias: str, terms: SearchTerms) -> SearchTerms:
-    """What the full-text index holds for ``terms``: their words, or with
-    the blind index of encryption at rest on, the words' tokens (the index
-    then finds only messages sealed with it)."""
-    if terms.blind or not encryption_enabled():
-        return terms
-    from anvia_django.encryption.blind_index import blind_index_enabled, search_tokens
-
-    if not blind_index_enabled():
-        return terms
-    found = search_tokens(alias, terms.text)
-    return SearchTerms(text=" ".join(found), words=found, blind=True)
+    """What the full-text index holds for ``terms``: their words, or what
+    the codec keeps of them (the blind index's tokens)."""
+    return codec_for(alias).search_terms(terms)
 
 
 def _opened(
     alias: str, rows: list[Any], *, conversation: int, position: int, message: int
 ) -> list[Any]:
-    """``rows`` with their sealed messages opened (encryption at rest)."""
-    if not encryption_enabled():
+    """``rows`` (of any conversations) with their messages opened by the codec."""
+    codec = codec_for(alias)
+    if not codec.opens:
         return rows
-    from anvia_django.encryption.keys import open_message
-
     opened = []
     for row in rows:
         values = list(row)
-        values[message] = open_message(alias, row[conversation], row[position], row[message])
+        values[message] = codec.open_message(row[conversation], row[position], row[message])
         opened.append(tuple(values))
     return opened
 

@@ -10,13 +10,13 @@ words re-quoted here, so no operator a user types (``"``, ``*``, ``NEAR``,
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Lookup
 from django.db.models.sql.compiler import SQLCompiler
+
+from anvia_django.core.memory.search_text import SearchTerms
 
 FTS_TABLE = "anvia_django_message_fts"
 SEARCH_COLUMN = "anvia_search_text"
@@ -33,8 +33,6 @@ MYSQL_STOP_WORDS = frozenset(
 )
 """InnoDB's default stop words: never indexed, so a required one matches nothing."""
 
-_WORD = re.compile(r"\w+")
-
 # SQLite without FTS5: the migration's text expression, scanned.
 _SQLITE_TEXT = """CASE json_type({m}, '$.content')
   WHEN 'text' THEN json_extract({m}, '$.content')
@@ -44,22 +42,6 @@ _SQLITE_TEXT = """CASE json_type({m}, '$.content')
     WHERE CASE WHEN part.type = 'object' THEN json_type(part.value, '$.text') = 'text' END
   )
 END"""
-
-
-@dataclass(frozen=True, slots=True)
-class SearchTerms:
-    text: str
-    """The query as given (validated): PostgreSQL parses it with its own parser."""
-    words: tuple[str, ...]
-    """Its words, lowercased, each once: what the other backends look for."""
-    blind: bool = False
-    """Whether ``text`` and ``words`` are blind index tokens of the query's
-    words (encryption at rest), not the words themselves."""
-
-
-def terms_of(text: str) -> SearchTerms:
-    words = dict.fromkeys(word.lower() for word in _WORD.findall(text))
-    return SearchTerms(text=text, words=tuple(words))
 
 
 _FTS5: dict[str, bool] = {}

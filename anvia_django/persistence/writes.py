@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from anvia_django import signals
 from anvia_django.conf import app_settings
+from anvia_django.core.memory.bounded_records import bound_record
 from anvia_django.core.memory.errors import describe_error
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import (
@@ -29,20 +30,17 @@ from anvia_django.core.memory.validation import (
     validate_context,
     validate_error_input,
 )
-from anvia_django.encryption import encryption_enabled
-from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 
 from . import unconfirmed
+from .codec import Codec, codec_for
 from .databases import write_alias
 from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
 from .dialects import AppendRequest, dialect_for
-from .failed_runs import bounded_failed_run
 from .locking import LockedConversation, lock_conversation, lock_existing_conversation
 from .notify import send_after_commit
 from .reconnect import retry_if_connection_lost
 from .scope import check_scope, scope_key
-from .sealed_records import sealed_failed_run
 
 
 class _AlreadyStored(Exception):
@@ -81,13 +79,10 @@ def append_validated(
     alias: str, input: MemoryAppendInput, append: AppendRequest, *, savepoint: bool = True
 ) -> None:
     """:func:`append_messages` once ``input`` is validated as ``append``."""
-    if encryption_enabled():
-        # Sealed messages are appended in steps (see .sealed).
-        _append_in_steps(alias, input, append, savepoint)
-        return
-    conversation = _append_in_one_statement(alias, append)
+    codec = codec_for(alias)
+    conversation = _append_in_one_statement(alias, append, codec)
     if conversation is None:
-        _append_in_steps(alias, input, append, savepoint)
+        _append_in_steps(alias, input, append, codec, savepoint)
     else:
         announce_append(alias, input, append, conversation)
 
@@ -139,10 +134,12 @@ def announce_append(
     )
 
 
-def _append_in_one_statement(alias: str, append: AppendRequest) -> LockedConversation | None:
+def _append_in_one_statement(
+    alias: str, append: AppendRequest, codec: Codec
+) -> LockedConversation | None:
     own_transaction = not connections[alias].in_atomic_block
     try:
-        return dialect_for(alias).append_in_one_statement(alias, append)
+        return dialect_for(alias).append_in_one_statement(alias, append, codec)
     except DatabaseError:
         if own_transaction:
             # In autocommit the statement was the transaction: its answer
@@ -152,13 +149,15 @@ def _append_in_one_statement(alias: str, append: AppendRequest) -> LockedConvers
 
 
 def _append_in_steps(
-    alias: str, input: MemoryAppendInput, append: AppendRequest, savepoint: bool
+    alias: str, input: MemoryAppendInput, append: AppendRequest, codec: Codec, savepoint: bool
 ) -> None:
     own_transaction = not connections[alias].in_atomic_block
     committing = False
     try:
         with transaction.atomic(using=alias, savepoint=savepoint):
-            conversation = _append_under_lock(alias, input.context, append)
+            conversation = dialect_for(alias).append_under_lock(alias, append, codec)
+            if conversation is None:
+                raise _AlreadyStored  # rolls back the reservation
             committing = own_transaction
     except _AlreadyStored:
         _signal_if_owed(alias, input, append)
@@ -168,23 +167,6 @@ def _append_in_steps(
             unconfirmed.remember(alias, append)
         raise
     announce_append(alias, input, append, conversation)
-
-
-def _append_under_lock(
-    alias: str, context: MemoryContext, append: AppendRequest
-) -> LockedConversation:
-    """The append in steps (see :meth:`Dialect.append_under_lock`). Must run
-    inside ``transaction.atomic``; raises ``_AlreadyStored`` to roll back
-    the reservation of a retry."""
-    if encryption_enabled():
-        from .sealed import append_sealed_under_lock
-
-        conversation = append_sealed_under_lock(alias, append)
-    else:
-        conversation = dialect_for(alias).append_under_lock(alias, append)
-    if conversation is None:
-        raise _AlreadyStored
-    return conversation
 
 
 def _signal_if_owed(alias: str, input: MemoryAppendInput, append: AppendRequest) -> None:
@@ -246,11 +228,7 @@ def pop_last_message(
         if last is None:
             return None
         pk, position = last[0], last[1]
-        message: Message = last[2]
-        if encryption_enabled():
-            from anvia_django.encryption.keys import open_message
-
-            message = open_message(alias, conversation_id, position, message)
+        message: Message = codec_for(alias).open_message(conversation_id, position, last[2])
         messages.filter(pk=pk).delete()
         Conversation.objects.using(alias).filter(pk=conversation_id).update(
             message_count=F("message_count") - 1, updated_at=timezone.now()
@@ -301,19 +279,17 @@ def record_failed_run(
     encoded = validate_error_input(input, app_settings.input_limits)
     key = scope_key(input.context, scope)
     alias = write_alias(using)
-    error, encoded = bounded_failed_run(alias, describe_error(input.error), encoded)
+    limit = dialect_for(alias).record_limit
+    error = describe_error(input.error)
+    if limit.bytes is not None:
+        error, encoded = bound_record(error, encoded, limit.bytes)
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, key, now, reserve=0)
-        if encryption_enabled():
-            owner = (conversation.user_id, conversation.ref)
-            payload = sealed_failed_run(alias, owner, conversation.id, input.run_id, error, encoded)
-        else:
-            payload = {
-                "error_message": error.message,
-                "traceback": error.traceback,
-                "messages": EncodedJSON(f"[{','.join(encoded)}]"),
-            }
+        owner = (conversation.user_id, conversation.ref)
+        payload = codec_for(alias).failed_run_columns(
+            owner, conversation.id, input.run_id, error, encoded, limit
+        )
         FailedRun.objects.using(alias).create(
             conversation_id=conversation.id,
             run_id=input.run_id,

@@ -76,7 +76,7 @@ def reencrypt_until_paused(
     setup_django(database_name, anvia)
     from django.core.management import call_command
 
-    from anvia_django.persistence import reencrypt
+    from anvia_django.persistence.codec import reencrypt
 
     calls = 0
     real_steps = reencrypt.SEALED_TABLES

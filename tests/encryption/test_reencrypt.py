@@ -24,9 +24,10 @@ from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import data_key_for, forget_keys, owner_of
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, DataKey, MemoryMessage
-from anvia_django.persistence import append_messages, fork_conversation, load_messages, sealed
-from anvia_django.persistence import reencrypt as reencrypt_module
-from anvia_django.persistence.writer_barrier import wait_for_writes_in_flight
+from anvia_django.persistence import append_messages, fork_conversation, load_messages
+from anvia_django.persistence.codec import reencrypt as reencrypt_module
+from anvia_django.persistence.codec import sealed
+from anvia_django.persistence.dialects import Dialect, dialect_for
 from tests.encryption import reencrypt_workers
 from tests.encryption.support import KEY_1, KEY_2, encryption
 from tests.helpers import append_input, assistant, user
@@ -407,21 +408,22 @@ def test_a_writer_creating_a_conversation_with_the_retired_key_loses_nothing(
     used: list[int] = []
     fetched, go = _hold_first_key_fetch(monkeypatch, used)
     finished = threading.Event()
-    real_wait = wait_for_writes_in_flight
-    real_append = sealed.append_sealed_under_lock
+    dialect = type(dialect_for("default"))
+    real_wait = dialect.wait_for_writes_in_flight
+    real_append = dialect.append_under_lock
 
-    def release_then_wait(alias: str) -> None:
+    def release_then_wait(self: Dialect, alias: str) -> None:
         go.set()
-        real_wait(alias)
+        real_wait(self, alias)
 
-    def append_then_hold(alias: str, append: Any) -> Any:
-        appended = real_append(alias, append)
+    def append_then_hold(self: Dialect, alias: str, append: Any, codec: Any) -> Any:
+        appended = real_append(self, alias, append, codec)
         while not (finished.is_set() or _someone_waits_for_the_conversation_table(alias)):
             time.sleep(0.01)
         return appended
 
-    monkeypatch.setattr(reencrypt_module, "wait_for_writes_in_flight", release_then_wait)
-    monkeypatch.setattr(sealed, "append_sealed_under_lock", append_then_hold)
+    monkeypatch.setattr(dialect, "wait_for_writes_in_flight", release_then_wait)
+    monkeypatch.setattr(dialect, "append_under_lock", append_then_hold)
     errors: list[BaseException] = []
     with override_settings(ANVIA_DJANGO=BOTH):
         writer = _append_in_thread("new", "late", errors)

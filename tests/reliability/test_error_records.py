@@ -21,15 +21,17 @@ from django.test import Client
 
 from anvia_django.core import AgentBuilder
 from anvia_django.core.memory import InProcessMemoryStore, MemoryContext, MemoryErrorInput
+from anvia_django.core.memory.bounded_records import LEFT_OUT_ROLE
 from anvia_django.core.memory.errors import error_type_name
 from anvia_django.models import FailedRun
-from anvia_django.persistence.failed_runs import LEFT_OUT_ROLE, MAX_FAILED_RUN_BYTES
+from anvia_django.persistence.dialects import MySQLDialect
 from anvia_django.store import DjangoMemoryStore
 from tests.core.doubles import ScriptedModel
 from tests.helpers import run, user
 
 from .report import record
 
+MAX_RECORD_BYTES = MySQLDialect.record_limit.bytes or 0
 STORE = DjangoMemoryStore()
 MiB = 1024 * 1024
 
@@ -164,7 +166,7 @@ def test_a_16_mib_error_text_is_recorded() -> None:
         assert marker in failed.error_message
         assert failed.error_message.startswith("éé")
         assert failed.error_message.endswith("éé")
-        assert len(failed.error_message.encode()) <= MAX_FAILED_RUN_BYTES // 4
+        assert len(failed.error_message.encode()) <= MAX_RECORD_BYTES // 4
         assert "RuntimeError: éé" in failed.traceback
         admin_shows(failed, marker, "RuntimeError")
     else:

@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Model, TextField
 from django.db.models.functions import Cast
 
+from anvia_django.core.memory.bounded_records import UNBOUNDED, RecordLimit
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage
+from anvia_django.persistence.codec import Codec
+from anvia_django.persistence.retry_check import is_retry
 from anvia_django.persistence.scope import check_scope
 
 
@@ -78,6 +79,9 @@ class Dialect:
     several first appends race.
     """
 
+    record_limit: RecordLimit = UNBOUNDED
+    """How big one failed-run record may be in its INSERT."""
+
     def lock_conversation(
         self,
         using: str,
@@ -126,7 +130,7 @@ class Dialect:
         return LockedConversation(row.pk, row.ref, row.user_id, row.message_count, updated_at)
 
     def append_in_one_statement(
-        self, using: str, append: AppendRequest
+        self, using: str, append: AppendRequest, codec: Codec
     ) -> LockedConversation | None:
         """Do the whole append (create or lock, scope check, retry check,
         reserve, insert) in one statement, where the dialect has one;
@@ -134,25 +138,29 @@ class Dialect:
         lock and append in steps."""
         return None
 
-    def append_under_lock(self, using: str, append: AppendRequest) -> LockedConversation | None:
+    def append_under_lock(
+        self, using: str, append: AppendRequest, codec: Codec
+    ) -> LockedConversation | None:
         """The append in steps, inside the caller's ``transaction.atomic``:
         create or lock the conversation and reserve positions, check the
-        scope (raising ``ConversationScopeError``), check for a retry,
-        insert. ``None``: a retry, nothing to write; the caller must roll
-        back (the positions were reserved)."""
-        count = len(append.encoded)
+        scope (raising ``ConversationScopeError``), store the messages as
+        ``codec`` does, check for a retry, insert. ``None``: a retry,
+        nothing to write; the caller must roll back (the positions were
+        reserved, and a dialect may have written the rows already)."""
         conversation = self.lock_for_append(using, append)
+        owner = (conversation.user_id, conversation.ref)
+        first = conversation.first_position
         rows = NewMessages(
             conversation.id,
-            conversation.first_position,
+            first,
             append.run_id,
             append.turn,
             append.roles,
-            append.encoded,
+            codec.seal_messages(owner, conversation.id, first, append.encoded),
             conversation.updated_at,
         )
-        retry_of = append.encoded if conversation.could_hold(count) else None
-        if not self.insert_messages(using, rows, unless_retry_of=retry_of):
+        retry_of = append.encoded if conversation.could_hold(len(append.encoded)) else None
+        if not self.insert_messages(using, rows, retry_of=retry_of, codec=codec):
             return None
         return conversation
 
@@ -173,7 +181,7 @@ class Dialect:
         check_scope(conversation.user_id, append.user_id)
         return conversation
 
-    def appends_in_one_statement(self, using: str) -> bool:
+    def appends_in_one_statement(self, using: str, codec: Codec) -> bool:
         """Whether :meth:`append_group` can run a group of appends on ``using``."""
         return False
 
@@ -187,28 +195,37 @@ class Dialect:
         raise NotImplementedError
 
     def insert_messages(
-        self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
+        self, using: str, rows: NewMessages, *, retry_of: list[str] | None, codec: Codec
     ) -> bool:
-        """Insert ``rows``; with ``unless_retry_of``, first compare it with the
-        text of the last messages stored for the run and turn, and write
-        nothing (returning ``False``) when they are equal.
+        """Insert ``rows``; with ``retry_of`` (the append's JSON texts), first
+        read the last messages stored for the run and turn, and write nothing
+        (returning ``False``) when they are a retry of it (:func:`is_retry`).
 
         ``False`` means the caller must roll the transaction back: a dialect
-        may have written the rows in the statement that compared them.
-        Runs under the conversation's row lock, so the comparison sees every
+        may have written the rows in the statement that read the tail.
+        Runs under the conversation's row lock, so the tail holds every
         append committed before this one.
         """
-        if unless_retry_of is not None:
-            stored = (
-                MemoryMessage.objects.using(using)
-                .filter(conversation_id=rows.conversation_id, run_id=rows.run_id, turn=rows.turn)
-                # The column's value, not the decoded message (see _as_stored).
-                .annotate(text=Cast("message", output_field=TextField()))
-                .order_by("-position")
-                .values_list("text", flat=True)[: len(unless_retry_of)]
-            )
-            if _in_position_order(list(stored)) == _as_stored(connections[using], unless_retry_of):
+        if retry_of is not None:
+            tail = self.stored_tail(using, rows, len(retry_of))
+            if is_retry(codec, rows.conversation_id, tail, retry_of):
                 return False
+        self.insert(using, rows)
+        return True
+
+    def stored_tail(self, using: str, rows: NewMessages, count: int) -> list[tuple[int, str]]:
+        """The newest ``count`` messages stored for the run and turn of
+        ``rows``, newest first: their positions and column texts."""
+        return list(
+            MemoryMessage.objects.using(using)
+            .filter(conversation_id=rows.conversation_id, run_id=rows.run_id, turn=rows.turn)
+            # The column's text, not the decoded message (see retry_check).
+            .annotate(text=Cast("message", output_field=TextField()))
+            .order_by("-position")
+            .values_list("position", "text")[:count]
+        )
+
+    def insert(self, using: str, rows: NewMessages) -> None:
         MemoryMessage.objects.using(using).bulk_create(
             [
                 MemoryMessage(
@@ -223,23 +240,27 @@ class Dialect:
                 for offset, (role, message) in enumerate(zip(rows.roles, rows.encoded, strict=True))
             ]
         )
-        return True
+
+    def wait_for_writes_in_flight(self, using: str) -> None:
+        """Return once every transaction that wrote to the conversation
+        table on ``using`` before this call has committed or rolled back.
+
+        ``--reencrypt`` waits so before it destroys a retired data key: a
+        writer fetches its key after it has written its conversation row, so
+        one that fetched a key before the key was retired is inside such a
+        transaction, and once they have all ended the last sweep sees what
+        they sealed. A conversation such a writer is creating is not visible
+        to lock until it commits, hence a wait on the table. Writers that
+        begin meanwhile queue behind it for a moment, as behind any lock.
+
+        SQL's standard form (PostgreSQL's): SHARE conflicts with the ROW
+        EXCLUSIVE lock every writer of the table holds until it ends.
+        """
+        connection = connections[using]
+        table = connection.ops.quote_name(Conversation._meta.db_table)
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {table} IN SHARE MODE")
 
     def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
         """The planner's idea of ``model``'s row count, ``None`` if it has none."""
         return None
-
-
-def _in_position_order(newest_first: list[str]) -> list[str]:
-    newest_first.reverse()
-    return newest_first
-
-
-def _as_stored(connection: BaseDatabaseWrapper, encoded: list[str]) -> list[Any]:
-    """``encoded`` as the message column holds it: what the field makes of it.
-
-    A retry is recognised by comparing column values, not decoded messages:
-    in Python ``True == 1 == 1.0`` would call different messages equal.
-    """
-    encode = MemoryMessage._meta.get_field("message").get_db_prep_save
-    return [encode(EncodedJSON(message), connection) for message in encoded]

@@ -10,24 +10,25 @@ from typing import Any
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from anvia_django.core.memory.bounded_records import RecordLimit
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.models import Conversation
 
 from .base import LockedConversation, NewMessages
 from .statements import (
-    _CONVERSATION_INSERT,
-    _conversation_params,
-    _HandWrittenInsert,
-    _insert_sql,
-    _quoted,
-    _returned,
-    _returned_columns,
-    _row_values,
+    CONVERSATION_INSERT,
+    HandWrittenInsert,
+    conversation_params,
+    insert_sql,
+    quoted,
+    returned,
+    returned_columns,
+    row_values,
 )
 
 
-class MySQLDialect(_HandWrittenInsert):
+class MySQLDialect(HandWrittenInsert):
     """MySQL 8 (and MariaDB before 10.5): ``INSERT .. ON DUPLICATE KEY
     UPDATE``, then a read of the row it locked.
 
@@ -37,6 +38,11 @@ class MySQLDialect(_HandWrittenInsert):
     kills one (error 1213). ON DUPLICATE KEY takes the exclusive lock at
     once, so racing first appends queue instead.
     """
+
+    record_limit = RecordLimit(bytes=4 * 1024 * 1024, sealed_chars=12 * 1024 * 1024)
+    """A failed-run record is one row in one INSERT: 4 MiB of UTF-8, at most
+    twice that once the driver has escaped it; sealed (JSON, then base64)
+    at most 12 MiB, under MariaDB's default 16 MiB packet."""
 
     max_statement_bytes = 4 * 1024 * 1024
     """Well under the smallest default ``max_allowed_packet`` (MySQL 8: 64 MB,
@@ -53,7 +59,7 @@ class MySQLDialect(_HandWrittenInsert):
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
-        params = _conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
+        params = conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
         sql, select = _duplicate_key_sql(using)
         connection = connections[using]
         with connection.cursor() as cursor:
@@ -62,13 +68,13 @@ class MySQLDialect(_HandWrittenInsert):
             # connection's last insert id too.
             conversation_id = cursor.lastrowid
         # The row is locked by this transaction: the read sees its own update.
-        return _returned(using, select, [conversation_id], reserve)
+        return returned(using, select, [conversation_id], reserve)
 
-    def _inserts(
+    def insert_statements(
         self, connection: BaseDatabaseWrapper, rows: NewMessages
     ) -> list[tuple[str, list[Any]]]:
         using = connection.alias
-        values = _row_values(connection, rows)
+        values = row_values(connection, rows)
         statements: list[tuple[str, list[Any]]] = []
         chunk: list[tuple[Any, ...]] = []
         size = 0
@@ -80,13 +86,25 @@ class MySQLDialect(_HandWrittenInsert):
             if chunk and (
                 size + row_size > self.max_statement_bytes or len(chunk) == self.rows_per_statement
             ):
-                statements.append((_insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
+                statements.append((insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
                 chunk, size = [], 0
             chunk.append(row)
             size += row_size
         if chunk:
-            statements.append((_insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
+            statements.append((insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
         return statements
+
+    def wait_for_writes_in_flight(self, using: str) -> None:
+        # LOCK TABLES ... READ waits for the metadata locks every transaction
+        # that wrote the table holds until it ends. It commits an open
+        # transaction, so it must run outside one.
+        connection = connections[using]
+        if connection.in_atomic_block:
+            raise RuntimeError("wait_for_writes_in_flight must not run inside a transaction")
+        table = connection.ops.quote_name(Conversation._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLES {table} READ")
+            cursor.execute("UNLOCK TABLES")
 
 
 SURELY_FITS = 1024 * 1024
@@ -143,10 +161,10 @@ class MariaDBDialect(MySQLDialect):
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
-        params = _conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
+        params = conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
         sql, _ = _duplicate_key_sql(using)
-        return _returned(
-            using, f"{sql} RETURNING {_returned_columns(using)}", [*params, *params[5:]], reserve
+        return returned(
+            using, f"{sql} RETURNING {returned_columns(using)}", [*params, *params[5:]], reserve
         )
 
 
@@ -155,12 +173,12 @@ def _duplicate_key_sql(using: str) -> tuple[str, str]:
     """The upsert (its UPDATE takes the last three values again: ``VALUES()``
     is deprecated on MySQL 8 and its replacement unknown to MariaDB) and the
     SELECT of the row by id."""
-    table, c = _quoted(using, Conversation)
-    upsert = _CONVERSATION_INSERT.format(table=table, **c) + (
+    table, c = quoted(using, Conversation)
+    upsert = CONVERSATION_INSERT.format(table=table, **c) + (
         f"ON DUPLICATE KEY UPDATE {c['id']} = LAST_INSERT_ID({c['id']}), "
         f"{c['updated_at']} = GREATEST({c['updated_at']}, CAST(%s AS DATETIME(6))), "
         f"{c['message_count']} = {c['message_count']} + %s, "
         f"{c['metadata']} = COALESCE(%s, {c['metadata']})"
     )
-    select = f"SELECT {_returned_columns(using)} FROM {table} WHERE {c['id']} = %s"
+    select = f"SELECT {returned_columns(using)} FROM {table} WHERE {c['id']} = %s"
     return upsert, select

@@ -13,16 +13,17 @@ from django.db.models import Model
 
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import MemoryMessage, new_ref
+from anvia_django.persistence.codec import Codec
+from anvia_django.persistence.retry_check import is_retry
 
-from .base import AppendRequest, LockedConversation, NewMessages, _as_stored
+from .base import AppendRequest, LockedConversation, NewMessages
 from .statements import (
-    _HandWrittenInsert,
-    _locked,
-    _OnConflictUpsert,
-    _stamp_and_metadata,
-    _stored_tail,
-    _tail_params,
-    _tail_sql,
+    HandWrittenInsert,
+    OnConflictUpsert,
+    locked_from_row,
+    stamp_and_metadata,
+    tail_params,
+    tail_sql,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ def forget_missing_functions(**kwargs: object) -> None:
     _without_append_function.clear()
 
 
-class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
+class PostgreSQLDialect(OnConflictUpsert, HandWrittenInsert):
     """An append is one call of a PL/pgSQL function, ``anvia_django_append``:
     one round trip, in autocommit its own transaction.
 
@@ -87,9 +88,9 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
     """
 
     def append_in_one_statement(
-        self, using: str, append: AppendRequest
+        self, using: str, append: AppendRequest, codec: Codec
     ) -> LockedConversation | None:
-        if using in _without_append_function:
+        if not self.appends_in_one_statement(using, codec):
             return None
         connection = connections[using]
         params = self._call_params(connection, append)
@@ -109,10 +110,11 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
                 raise
             _note_missing_function(using)
             return None
-        return None if row is None else _locked(connection, row, len(append.encoded))
+        return None if row is None else locked_from_row(connection, row, len(append.encoded))
 
-    def appends_in_one_statement(self, using: str) -> bool:
-        return using not in _without_append_function
+    def appends_in_one_statement(self, using: str, codec: Codec) -> bool:
+        # The function compares a retried tail in SQL: plain text only.
+        return codec.compares_in_sql and using not in _without_append_function
 
     def append_group(
         self, using: str, appends: Sequence[AppendRequest]
@@ -134,25 +136,27 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
             rows = cursor.fetchall()
         written: list[LockedConversation | None] = [None] * len(appends)
         for ordinality, *row in rows:
-            written[ordinality - 1] = _locked(connection, row, len(appends[ordinality - 1].encoded))
+            written[ordinality - 1] = locked_from_row(
+                connection, row, len(appends[ordinality - 1].encoded)
+            )
         return written
 
     def insert_messages(
-        self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
+        self, using: str, rows: NewMessages, *, retry_of: list[str] | None, codec: Codec
     ) -> bool:
-        if unless_retry_of is None:
-            return super().insert_messages(using, rows, unless_retry_of=None)
+        if retry_of is None:
+            return super().insert_messages(using, rows, retry_of=None, codec=codec)
         connection = connections[using]
-        first, *rest = self._inserts(connection, rows)
+        first, *rest = self.insert_statements(connection, rows)
         with connection.cursor() as cursor:
             # One statement: the tail is read from the statement's snapshot,
             # taken after the row lock was granted, and the INSERT's own rows
             # are invisible to it. Data-modifying CTEs run even unreferenced.
             cursor.execute(
-                f"WITH tail AS ({_tail_sql(using)}), written AS ({first[0]}) SELECT * FROM tail",
-                [*_tail_params(rows, unless_retry_of), *first[1]],
+                f"WITH tail AS ({tail_sql(using)}), written AS ({first[0]}) SELECT * FROM tail",
+                [*tail_params(rows, len(retry_of)), *first[1]],
             )
-            if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
+            if is_retry(codec, rows.conversation_id, cursor.fetchall(), retry_of):
                 return False
             for sql, params in rest:
                 cursor.execute(sql, params)
@@ -160,7 +164,7 @@ class PostgreSQLDialect(_OnConflictUpsert, _HandWrittenInsert):
 
     def _call_params(self, connection: BaseDatabaseWrapper, append: AppendRequest) -> list[Any]:
         """The append function's arguments for ``append``."""
-        stamp, metadata = _stamp_and_metadata(connection, append.now, append.metadata)
+        stamp, metadata = stamp_and_metadata(connection, append.now, append.metadata)
         encode = MemoryMessage._meta.get_field("message").get_db_prep_save
         stored = [encode(EncodedJSON(message), connection) for message in append.encoded]
         return [

@@ -18,10 +18,10 @@ from anvia_django.core.memory.types import JsonObject
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage, new_ref
 
-from .base import Dialect, LockedConversation, NewMessages, _as_stored, _in_position_order
+from .base import Dialect, LockedConversation, NewMessages
 
 
-class _HandWrittenInsert(Dialect):
+class HandWrittenInsert(Dialect):
     """The messages of an append in multi-row INSERTs of their encoded text.
 
     ``bulk_create`` would build a model instance per message and go through
@@ -31,32 +31,30 @@ class _HandWrittenInsert(Dialect):
     rows_per_statement = 500
     """7 parameters a row stays below SQLite's smallest variable limit (32,766)."""
 
-    def insert_messages(
-        self, using: str, rows: NewMessages, *, unless_retry_of: list[str] | None
-    ) -> bool:
+    def stored_tail(self, using: str, rows: NewMessages, count: int) -> list[tuple[int, str]]:
+        with connections[using].cursor() as cursor:
+            cursor.execute(tail_sql(using), tail_params(rows, count))
+            return list(cursor.fetchall())
+
+    def insert(self, using: str, rows: NewMessages) -> None:
         connection = connections[using]
         with connection.cursor() as cursor:
-            if unless_retry_of is not None:
-                cursor.execute(_tail_sql(using), _tail_params(rows, unless_retry_of))
-                if _stored_tail(cursor) == _as_stored(connection, unless_retry_of):
-                    return False
-            for sql, params in self._inserts(connection, rows):
+            for sql, params in self.insert_statements(connection, rows):
                 cursor.execute(sql, params)
-        return True
 
-    def _inserts(
+    def insert_statements(
         self, connection: BaseDatabaseWrapper, rows: NewMessages
     ) -> list[tuple[str, list[Any]]]:
         using = connection.alias
-        values = _row_values(connection, rows)
+        values = row_values(connection, rows)
         statements = []
         for start in range(0, len(values), self.rows_per_statement):
             chunk = values[start : start + self.rows_per_statement]
-            statements.append((_insert_sql(using, len(chunk)), [v for row in chunk for v in row]))
+            statements.append((insert_sql(using, len(chunk)), [v for row in chunk for v in row]))
         return statements
 
 
-class _OnConflictUpsert(Dialect):
+class OnConflictUpsert(Dialect):
     """``INSERT .. ON CONFLICT .. DO UPDATE .. RETURNING``: one statement
     creates the row or takes its lock, reserves the positions and returns
     what the append needs."""
@@ -72,15 +70,15 @@ class _OnConflictUpsert(Dialect):
         now: datetime,
         reserve: int,
     ) -> LockedConversation:
-        params = _conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
-        return _returned(using, _on_conflict_sql(using), params, reserve)
+        params = conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
+        return returned(using, on_conflict_sql(using), params, reserve)
 
 
 _RETURNED = ("id", "ref", "user_id", "message_count", "updated_at")
 _INSERT_COLUMNS = ("conversation", "position", "run_id", "turn", "role", "message", "created_at")
 
 
-def _conversation_params(
+def conversation_params(
     using: str,
     session_id: str,
     scope_key: str,
@@ -89,12 +87,12 @@ def _conversation_params(
     now: datetime,
     reserve: int,
 ) -> list[Any]:
-    stamp, encoded = _stamp_and_metadata(connections[using], now, metadata)
+    stamp, encoded = stamp_and_metadata(connections[using], now, metadata)
     # (ref, session_id, scope_key, user_id, created_at, updated_at, message_count, metadata)
     return [new_ref(), session_id, scope_key, user_id, stamp, stamp, reserve, encoded]
 
 
-def _stamp_and_metadata(
+def stamp_and_metadata(
     connection: BaseDatabaseWrapper, now: datetime, metadata: JsonObject | None
 ) -> tuple[Any, Any]:
     """``now`` and ``metadata`` as a conversation row's parameters."""
@@ -104,16 +102,16 @@ def _stamp_and_metadata(
     return stamp, meta.get_field("metadata").get_db_prep_save(metadata, connection)
 
 
-def _returned(using: str, sql: str, params: Sequence[Any], reserve: int) -> LockedConversation:
+def returned(using: str, sql: str, params: Sequence[Any], reserve: int) -> LockedConversation:
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     assert row is not None
-    return _locked(connection, row, reserve)
+    return locked_from_row(connection, row, reserve)
 
 
-def _locked(
+def locked_from_row(
     connection: BaseDatabaseWrapper, row: Sequence[Any], reserve: int
 ) -> LockedConversation:
     """The conversation a statement returned (``_RETURNED``'s columns)."""
@@ -128,28 +126,28 @@ def _locked(
     return LockedConversation(conversation_id, ref, owner, count - reserve, updated_at)
 
 
-def _quoted(using: str, model: type[Model]) -> tuple[str, dict[str, str]]:
+def quoted(using: str, model: type[Model]) -> tuple[str, dict[str, str]]:
     quote = connections[using].ops.quote_name
     columns = {field.name: quote(cast(str, field.column)) for field in model._meta.concrete_fields}
     return quote(model._meta.db_table), columns
 
 
-def _returned_columns(using: str) -> str:
-    _, c = _quoted(using, Conversation)
+def returned_columns(using: str) -> str:
+    _, c = quoted(using, Conversation)
     return ", ".join(c[name] for name in _RETURNED)
 
 
-_CONVERSATION_INSERT = (
+CONVERSATION_INSERT = (
     "INSERT INTO {table} ({ref}, {session_id}, {scope_key}, {user_id}, {created_at}, "
     "{updated_at}, {message_count}, {metadata}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
 )
 
 
 @lru_cache(maxsize=16)
-def _on_conflict_upsert(using: str) -> str:
+def on_conflict_upsert(using: str) -> str:
     """The conversation upsert, without its ``RETURNING`` clause."""
-    table, c = _quoted(using, Conversation)
-    return _CONVERSATION_INSERT.format(table=table, **c) + (
+    table, c = quoted(using, Conversation)
+    return CONVERSATION_INSERT.format(table=table, **c) + (
         f"ON CONFLICT ({c['session_id']}, {c['scope_key']}) DO UPDATE SET "
         # Never backwards: a writer that read the clock, then queued on the
         # lock behind a later one, must not move the conversation back in time.
@@ -161,37 +159,34 @@ def _on_conflict_upsert(using: str) -> str:
 
 
 @lru_cache(maxsize=16)
-def _on_conflict_sql(using: str) -> str:
-    return f"{_on_conflict_upsert(using)} RETURNING {_returned_columns(using)}"
+def on_conflict_sql(using: str) -> str:
+    return f"{on_conflict_upsert(using)} RETURNING {returned_columns(using)}"
 
 
 @lru_cache(maxsize=64)
-def _insert_sql(using: str, rows: int) -> str:
-    table, c = _quoted(using, MemoryMessage)
+def insert_sql(using: str, rows: int) -> str:
+    table, c = quoted(using, MemoryMessage)
     columns = ", ".join(c[name] for name in _INSERT_COLUMNS)
     row = "(" + ", ".join(["%s"] * len(_INSERT_COLUMNS)) + ")"
     return f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row] * rows)
 
 
 @lru_cache(maxsize=16)
-def _tail_sql(using: str) -> str:
-    table, c = _quoted(using, MemoryMessage)
+def tail_sql(using: str) -> str:
+    """The newest messages of a run and turn, newest first: their positions
+    and the column's text as stored."""
+    table, c = quoted(using, MemoryMessage)
     return (
-        f"SELECT {c['message']} FROM {table} WHERE {c['conversation']} = %s "
+        f"SELECT {c['position']}, {c['message']} FROM {table} WHERE {c['conversation']} = %s "
         f"AND {c['run_id']} = %s AND {c['turn']} = %s ORDER BY {c['position']} DESC LIMIT %s"
     )
 
 
-def _tail_params(rows: NewMessages, messages: list[str]) -> list[Any]:
-    return [rows.conversation_id, rows.run_id, rows.turn, len(messages)]
+def tail_params(rows: NewMessages, count: int) -> list[Any]:
+    return [rows.conversation_id, rows.run_id, rows.turn, count]
 
 
-def _stored_tail(cursor: Any) -> list[str]:
-    """The tail query's rows (newest first) as stored, in position order."""
-    return _in_position_order([row[0] for row in cursor.fetchall()])
-
-
-def _row_values(connection: BaseDatabaseWrapper, rows: NewMessages) -> list[tuple[Any, ...]]:
+def row_values(connection: BaseDatabaseWrapper, rows: NewMessages) -> list[tuple[Any, ...]]:
     fields = MemoryMessage._meta
     created_at = fields.get_field("created_at").get_db_prep_save(rows.created_at, connection)
     encode = fields.get_field("message").get_db_prep_save

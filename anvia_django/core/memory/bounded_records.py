@@ -1,27 +1,38 @@
-"""A failed-run record small enough for MySQL's and MariaDB's packet limit.
+"""A failed-run record kept to a size, for databases that bound one
+statement (MySQL's and MariaDB's ``max_allowed_packet``: the dialect says).
 
-A failed run is recorded in one row, sent as one ``INSERT`` whose size
-``max_allowed_packet`` bounds (MariaDB's default is 16 MiB, MySQL 8's
-64 MiB); a bigger one fails, and the record would be lost. There the error
-text, the traceback and the partial messages together are kept to
-:data:`MAX_FAILED_RUN_BYTES` (4 MiB of UTF-8, at most twice that once the
-driver has escaped it): the message and the traceback each keep their
-first and last parts around a visible marker that names the original size,
-and the partial messages are kept from the first on while they fit,
-followed by one of role ``"anvia-django"`` saying how many were left out
-and how big they were. Other databases keep the record whole.
+The error text, the traceback and the partial messages together are kept
+to the bound: the message and the traceback each keep their first and last
+parts around a visible marker that names the original size, and the
+partial messages are kept from the first on while they fit, followed by one
+of role ``"anvia-django"`` saying how many were left out and how big they
+were.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-from django.db import connections
+from .errors import ErrorDescription
 
-from anvia_django.core.memory.errors import ErrorDescription
 
-MAX_FAILED_RUN_BYTES = 4 * 1024 * 1024
-"""The bound of one failed-run record on MySQL and MariaDB, in UTF-8 bytes."""
+@dataclass(frozen=True, slots=True)
+class RecordLimit:
+    """The bounds of one failed-run record, written in one INSERT."""
+
+    bytes: int | None = None
+    """Its UTF-8 bytes (error text, traceback and partial messages together);
+    ``None``: unbounded."""
+    sealed_chars: int | None = None
+    """Its characters once sealed (JSON, then base64); ``None``: unbounded."""
+
+    def fits(self, sealed: str) -> bool:
+        return self.sealed_chars is None or len(sealed) <= self.sealed_chars
+
+
+UNBOUNDED = RecordLimit()
+
 
 _TEXT_SHARE = 4
 """When the record is over the bound, the message and the traceback each
@@ -34,16 +45,6 @@ _MARKER = (
 LEFT_OUT_ROLE = "anvia-django"
 """The role of the message that stands, last, for the partial messages left out."""
 _MARKER_MESSAGE_ROOM = 512
-
-
-def bounded_failed_run(
-    alias: str, error: ErrorDescription, encoded: list[str]
-) -> tuple[ErrorDescription, list[str]]:
-    """``error`` and the ``encoded`` partial messages as ``alias``'s database
-    can take them in one statement (unchanged but on MySQL and MariaDB)."""
-    if connections[alias].vendor != "mysql":
-        return error, encoded
-    return bound_record(error, encoded, MAX_FAILED_RUN_BYTES)
 
 
 def bound_record(

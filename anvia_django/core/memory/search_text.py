@@ -1,4 +1,4 @@
-"""A message's searchable text, and the snippet a hit shows of it.
+"""A message's searchable text, a query's words, and the snippet a hit shows.
 
 ``message_text`` is the Python twin of the text migration 0007 indexes, so
 the snippet is cut from the same text the database matched.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 SNIPPET_LENGTH = 160
@@ -15,6 +16,7 @@ SNIPPET_LENGTH = 160
 _BEFORE = 50
 """Characters of context kept before the first word found."""
 _SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
 
 
 def message_text(message: Any) -> str:
@@ -45,3 +47,19 @@ def snippet(text: str, words: Sequence[str]) -> str:
     end = min(len(flat), start + SNIPPET_LENGTH)
     start = max(0, min(start, end - SNIPPET_LENGTH))
     return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTerms:
+    text: str
+    """The query as given (validated): PostgreSQL parses it with its own parser."""
+    words: tuple[str, ...]
+    """Its words, lowercased, each once: what the other backends look for."""
+    blind: bool = False
+    """Whether ``text`` and ``words`` are blind index tokens of the query's
+    words (encryption at rest), not the words themselves."""
+
+
+def terms_of(text: str) -> SearchTerms:
+    words = dict.fromkeys(word.lower() for word in _WORD.findall(text))
+    return SearchTerms(text=text, words=tuple(words))

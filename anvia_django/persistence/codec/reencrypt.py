@@ -21,7 +21,7 @@ running the command again (nothing records where it stopped: the data says):
    key is sealed again, at most ``batch_size`` rows per transaction.
    A writer holding the lock with the old key commits before the sweep
    reads the conversation; a writer after the sweep gets the new key.
-3. wait for the writes in flight (:mod:`.writer_barrier`): a writer that
+3. wait for the writes in flight (``Dialect.wait_for_writes_in_flight``): a writer that
    fetched the old key for a conversation it was creating could not be
    seen by phase 2.
 4. retire: each owner with older generations has its conversations swept
@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import connections, transaction
 from django.db.models import Count, Model, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Substr
@@ -46,29 +45,28 @@ from django.db.models.functions import Cast, Substr
 from anvia_django.core.memory.errors import ErrorDescription
 from anvia_django.core.memory.validation import dumps
 from anvia_django.encryption.blind_index import INDEX_OWNER, indexed
-from anvia_django.encryption.envelope import envelope_head, seal
+from anvia_django.encryption.envelope import Cipher, envelope_head, seal
 from anvia_django.encryption.keys import (
     data_key_for,
     destroy_retired_keys,
     key_alias,
     keyring,
-    open_column_text,
     owner_of,
     renew_data_key,
 )
 from anvia_django.encryption.records import failed_run_place, seal_record_with, summary_place
 from anvia_django.models import Conversation, DataKey, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.persistence.dialects import dialect_for
+from anvia_django.persistence.dialects.statements import quoted
 
-from .dialects.statements import _quoted
-from .sealed_records import bounded_sealed_payload, open_failed_run, open_summary
-from .writer_barrier import wait_for_writes_in_flight
+from .sealed import bounded_sealed_record, sealed_codec
 
 
 class CurrentKey(NamedTuple):
     """The data key a conversation's rows must be sealed under."""
 
     id: int
-    cipher: AESGCM
+    cipher: Cipher
 
 
 ResealStep = Callable[[str, int, CurrentKey, int], int]
@@ -88,7 +86,8 @@ def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: in
         .values_list("pk", "position", "text")[:limit]
     )
     if rows:
-        texts = [open_column_text(alias, conversation_id, p, text) for _, p, text in rows]
+        codec = sealed_codec(alias)
+        texts = [codec.open_text(conversation_id, p, text) for _, p, text in rows]
         envelopes = [
             seal(key.cipher, key.id, conversation_id, position, text)
             for (_, position, _), text in zip(rows, texts, strict=True)
@@ -109,10 +108,12 @@ def reseal_failed_runs(alias: str, conversation_id: int, key: CurrentKey, limit:
         .values_list("pk", "run_id", "error_message", "traceback", "messages")[:limit]
     )
     if rows:
+        codec = sealed_codec(alias)
+        record_limit = dialect_for(alias).record_limit
         resealed = []
         for pk, run_id, *stored in rows:
-            error_message, traceback, messages = open_failed_run(
-                alias, conversation_id, run_id, *stored
+            error_message, traceback, messages = codec.open_failed_run(
+                conversation_id, run_id, *stored
             )
             place = failed_run_place(run_id)
 
@@ -122,7 +123,7 @@ def reseal_failed_runs(alias: str, conversation_id: int, key: CurrentKey, limit:
             # Bounded as record_error bounds it: the envelope must fit MariaDB's packet.
             error = ErrorDescription("", error_message, traceback)
             encoded = [dumps(message) for message in messages]
-            resealed.append(("", "", bounded_sealed_payload(alias, error, encoded, seal), pk))
+            resealed.append(("", "", bounded_sealed_record(seal, error, encoded, record_limit), pk))
         _update(alias, FailedRun, ("error_message", "traceback", "messages"), resealed)
     return len(rows)
 
@@ -135,6 +136,7 @@ def reseal_summaries(alias: str, conversation_id: int, key: CurrentKey, limit: i
         .values_list("pk", "covers_through", "message")[:limit]
     )
     if rows:
+        codec = sealed_codec(alias)
         resealed = [
             (
                 seal_record_with(
@@ -142,7 +144,7 @@ def reseal_summaries(alias: str, conversation_id: int, key: CurrentKey, limit: i
                     key.id,
                     conversation_id,
                     summary_place(covers_through),
-                    dumps(open_summary(alias, conversation_id, covers_through, message)),
+                    dumps(codec.open_summary(conversation_id, covers_through, message)),
                 ),
                 pk,
             )
@@ -177,7 +179,7 @@ def _update(alias: str, model: type[Model], columns: tuple[str, ...], rows: list
 
 @lru_cache(maxsize=16)
 def _update_sql(alias: str, model: type[Model], *columns: str) -> str:
-    table, c = _quoted(alias, model)
+    table, c = quoted(alias, model)
     assignments = ", ".join(f"{c[column]} = %s" for column in columns)
     return f"UPDATE {table} SET {assignments} WHERE {c['id']} = %s"
 
@@ -204,7 +206,7 @@ def reencrypt(alias: str, *, batch_size: int, report: Report) -> ReencryptCounts
     counts.renewed_keys = renew_keys(alias, batch_size=batch_size)
     report(f"{counts.renewed_keys} data key(s) renewed")
     reseal_conversations(alias, counts, batch_size=batch_size, report=report)
-    wait_for_writes_in_flight(alias)
+    dialect_for(alias).wait_for_writes_in_flight(alias)
     retire_keys(alias, counts, batch_size=batch_size, report=report)
     return counts
 

@@ -1,0 +1,120 @@
+"""What every query asks of the values it stores and reads (messages, a
+failed run's payload, summaries): the codec of their database.
+
+Two implementations: :class:`~.plain.PlainCodec` stores values as given,
+:class:`~.sealed.SealedCodec` seals them (encryption at rest). A query
+never asks whether encryption is on; it asks its codec.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from anvia_django.core.memory.bounded_records import RecordLimit
+from anvia_django.core.memory.errors import ErrorDescription
+from anvia_django.core.memory.search_text import SearchTerms
+
+Owner = tuple[str | None, str]
+"""A conversation's user id and ref: what chooses its data key."""
+
+
+class Codec(ABC):
+    opens: bool
+    """Whether stored values must be opened, each with its place (the
+    conversation and position of a message): reads that fetch a value
+    select its place with it."""
+
+    compares_in_sql: bool
+    """Whether messages are stored as their JSON text, so that the database
+    can compare a retried append's tail itself (PostgreSQL's append function)."""
+
+    # Messages.
+
+    @abstractmethod
+    def seal_messages(
+        self, owner: Owner, conversation_id: int, first: int, texts: list[str]
+    ) -> list[str]:
+        """The column texts of ``texts`` (JSON) stored from position ``first`` on."""
+
+    @abstractmethod
+    def open_text(self, conversation_id: int, position: int, text: str) -> str:
+        """The JSON text of the message whose column holds ``text``."""
+
+    @abstractmethod
+    def open_message(self, conversation_id: int, position: int, value: Any) -> Any:
+        """The message whose column, decoded, is ``value``."""
+
+    @abstractmethod
+    def open_texts(self, rows: Iterable[tuple[int, int, str]]) -> list[Any]:
+        """The messages of ``(conversation id, position, column text)`` rows."""
+
+    def open_rows(
+        self, conversation_id: int, rows: Iterable[Sequence[Any]], *, position: int, message: int
+    ) -> list[Any]:
+        """``rows`` (tuples) with their column ``message`` opened, each at
+        its column ``position`` of ``conversation_id``."""
+        opened = []
+        for row in rows:
+            values = list(row)
+            values[message] = self.open_message(conversation_id, values[position], values[message])
+            opened.append(tuple(values))
+        return opened
+
+    @abstractmethod
+    def copier(self, source_id: int, owner: Owner, fork_id: int) -> Callable[[int, Any], Any]:
+        """How a fork (of ``owner``) stores its copy of the source's message
+        at a position, given the source's decoded column value."""
+
+    # Records kept beside the transcript.
+
+    @abstractmethod
+    def failed_run_columns(
+        self,
+        owner: Owner,
+        conversation_id: int,
+        run_id: str,
+        error: ErrorDescription,
+        encoded: list[str],
+        limit: RecordLimit,
+    ) -> dict[str, Any]:
+        """A failed run's ``error_message``, ``traceback`` and ``messages``
+        columns, in the database's ``limit`` (the caller has bounded the
+        record's text to ``limit.bytes`` already)."""
+
+    @abstractmethod
+    def open_failed_run(
+        self, conversation_id: int, run_id: str, error_message: str, traceback: str, messages: Any
+    ) -> tuple[str, str, Any]:
+        """A failed run's error message, traceback and partial messages."""
+
+    @abstractmethod
+    def summary_value(
+        self, owner: Owner, conversation_id: int, covers_through: int, message: Any
+    ) -> Any:
+        """What a summary's ``message`` column stores."""
+
+    @abstractmethod
+    def open_summary(self, conversation_id: int, covers_through: int, message: Any) -> Any:
+        """A summary's message."""
+
+    # Everything else that depends on it.
+
+    @abstractmethod
+    def value_to_save(self, instance: Any, value: Any) -> Any:
+        """What a message or summary saved through the ORM stores."""
+
+    @abstractmethod
+    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+        """What the full-text index holds for ``terms``."""
+
+    @abstractmethod
+    def forget_deleted(self, owners: list[Owner]) -> None:
+        """Conversations of ``owners`` are being deleted (in the current
+        transaction): what they alone needed goes once it commits."""
+
+    @abstractmethod
+    def erase_user(self, user_id: str) -> int:
+        """Make everything stored for ``user_id`` unreadable for good, before
+        their rows are deleted; how many keys that destroyed."""

@@ -1,0 +1,88 @@
+"""The codec without encryption: values are stored as given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from anvia_django.core.memory.bounded_records import RecordLimit
+from anvia_django.core.memory.errors import ErrorDescription
+from anvia_django.core.memory.search_text import SearchTerms
+from anvia_django.core.memory.validation import loads
+from anvia_django.fields import EncodedJSON
+
+from .base import Codec, Owner
+
+
+class PlainCodec(Codec):
+    opens = False
+    compares_in_sql = True
+
+    def seal_messages(
+        self, owner: Owner, conversation_id: int, first: int, texts: list[str]
+    ) -> list[str]:
+        return texts
+
+    def open_text(self, conversation_id: int, position: int, text: str) -> str:
+        return text
+
+    def open_message(self, conversation_id: int, position: int, value: Any) -> Any:
+        return value
+
+    def open_texts(self, rows: Iterable[tuple[int, int, str]]) -> list[Any]:
+        return [loads(text) for _, _, text in rows]
+
+    def open_rows(
+        self, conversation_id: int, rows: Iterable[Sequence[Any]], *, position: int, message: int
+    ) -> list[Any]:
+        return list(rows)
+
+    def copier(self, source_id: int, owner: Owner, fork_id: int) -> Callable[[int, Any], Any]:
+        return _as_is
+
+    def failed_run_columns(
+        self,
+        owner: Owner,
+        conversation_id: int,
+        run_id: str,
+        error: ErrorDescription,
+        encoded: list[str],
+        limit: RecordLimit,
+    ) -> dict[str, Any]:
+        return {
+            "error_message": error.message,
+            "traceback": error.traceback,
+            "messages": EncodedJSON(f"[{','.join(encoded)}]"),
+        }
+
+    def open_failed_run(
+        self, conversation_id: int, run_id: str, error_message: str, traceback: str, messages: Any
+    ) -> tuple[str, str, Any]:
+        return error_message, traceback, messages
+
+    def summary_value(
+        self, owner: Owner, conversation_id: int, covers_through: int, message: Any
+    ) -> Any:
+        return message
+
+    def open_summary(self, conversation_id: int, covers_through: int, message: Any) -> Any:
+        return message
+
+    def value_to_save(self, instance: Any, value: Any) -> Any:
+        return value
+
+    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+        return terms
+
+    def forget_deleted(self, owners: list[Owner]) -> None:
+        return None
+
+    def erase_user(self, user_id: str) -> int:
+        return 0
+
+
+def _as_is(position: int, value: Any) -> Any:
+    return value
+
+
+PLAIN = PlainCodec()

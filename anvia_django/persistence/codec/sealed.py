@@ -1,0 +1,252 @@
+"""The codec with encryption at rest on (``ANVIA_DJANGO["ENCRYPTION"]``).
+
+Messages are sealed under the data key of their conversation's owner, bound
+to their place (conversation and position); a failed run's error message,
+traceback and partial messages together in its ``messages`` column (its two
+text columns empty, its error type readable: the admin filters by it); a
+summary in its ``message`` column, bound to what it covers. With the blind
+index on, each sealed message carries the tokens of its words. Values
+written before encryption was on read as they are.
+
+A path that seals writes its conversation row first (an append's
+reservation, a fork's new row) and fetches the data key afresh each time:
+``--reencrypt`` waits for the writers of the conversation table before it
+destroys a retired key (reencrypt.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.db import transaction
+
+from anvia_django.core.memory.bounded_records import RecordLimit, bound_record
+from anvia_django.core.memory.errors import ErrorDescription
+from anvia_django.core.memory.search_text import SearchTerms
+from anvia_django.core.memory.validation import dumps, loads
+from anvia_django.encryption.blind_index import (
+    blind_index_enabled,
+    carried_over,
+    indexed,
+    search_tokens,
+)
+from anvia_django.encryption.envelope import (
+    ENVELOPE_PREFIX,
+    Cipher,
+    DecryptionError,
+    envelope_parts,
+    is_envelope,
+    open_sealed,
+    parse_envelope_text,
+    seal,
+)
+from anvia_django.encryption.keys import (
+    cipher_for,
+    data_key_for,
+    destroy_data_key,
+    owner_of,
+)
+from anvia_django.encryption.records import (
+    failed_run_place,
+    open_record,
+    seal_record_with,
+    summary_place,
+)
+from anvia_django.fields import EncodedJSON
+from anvia_django.models import MemorySummary
+
+from .base import Codec, Owner
+
+
+class SealedCodec(Codec):
+    """Encryption at rest for the rows of one database alias."""
+
+    opens = True
+    compares_in_sql = False  # each ciphertext has its own nonce
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def _data_key(self, owner: Owner) -> tuple[int, Cipher]:
+        # Read afresh on every write, never cached per owner (see the module).
+        return data_key_for(self.alias, owner_of(*owner))
+
+    # Messages.
+
+    def seal_messages(
+        self, owner: Owner, conversation_id: int, first: int, texts: list[str]
+    ) -> list[str]:
+        key_id, cipher = self._data_key(owner)
+        envelopes = [
+            seal(cipher, key_id, conversation_id, first + offset, text)
+            for offset, text in enumerate(texts)
+        ]
+        return indexed(self.alias, envelopes, texts)
+
+    def open_text(self, conversation_id: int, position: int, text: str) -> str:
+        if not text.startswith(ENVELOPE_PREFIX):
+            return text  # written before encryption was on
+        key_id, ct = parse_envelope_text(text)
+        return self._opened(key_id, ct, conversation_id, position)
+
+    def open_message(self, conversation_id: int, position: int, value: Any) -> Any:
+        if not is_envelope(value):
+            return value
+        key_id, ct = envelope_parts(value)
+        return loads(self._opened(key_id, ct, conversation_id, position))
+
+    def open_texts(self, rows: Iterable[tuple[int, int, str]]) -> list[Any]:
+        # The loads' path: one cipher lookup per data key, no JSON parse of envelopes.
+        opened: list[Any] = []
+        ciphers: dict[int, Cipher] = {}
+        for conversation_id, position, text in rows:
+            if text.startswith(ENVELOPE_PREFIX):
+                key_id, ct = parse_envelope_text(text)
+                cipher = ciphers.get(key_id)
+                if cipher is None:
+                    cipher = ciphers[key_id] = cipher_for(self.alias, key_id)
+                try:
+                    text = open_sealed(cipher, key_id, ct, conversation_id, position)
+                except DecryptionError:
+                    text = self._opened(key_id, ct, conversation_id, position)
+            opened.append(loads(text))
+        return opened
+
+    def _opened(self, key_id: int, ct: str, conversation_id: int, position: int) -> str:
+        try:
+            cipher = cipher_for(self.alias, key_id)
+            return open_sealed(cipher, key_id, ct, conversation_id, position)
+        except DecryptionError:
+            # A cached cipher may be a stale one for a reused id: fetch once more.
+            cipher = cipher_for(self.alias, key_id, cached=False)
+            return open_sealed(cipher, key_id, ct, conversation_id, position)
+
+    def copier(self, source_id: int, owner: Owner, fork_id: int) -> Callable[[int, Any], Any]:
+        key_id, cipher = self._data_key(owner)
+
+        def sealed_copy(position: int, value: Any) -> EncodedJSON:
+            # The associated data binds a ciphertext to its conversation.
+            if is_envelope(value):
+                text = self._opened(*envelope_parts(value), source_id, position)
+            else:
+                text = dumps(value)  # written before encryption was on
+            resealed = seal(cipher, key_id, fork_id, position, text)
+            return EncodedJSON(carried_over(self.alias, resealed, value))
+
+        return sealed_copy
+
+    # Records.
+
+    def failed_run_columns(
+        self,
+        owner: Owner,
+        conversation_id: int,
+        run_id: str,
+        error: ErrorDescription,
+        encoded: list[str],
+        limit: RecordLimit,
+    ) -> dict[str, Any]:
+        key_id, cipher = self._data_key(owner)
+        place = failed_run_place(run_id)
+
+        def sealed(payload: str) -> str:
+            return seal_record_with(cipher, key_id, conversation_id, place, payload)
+
+        payload = bounded_sealed_record(sealed, error, encoded, limit)
+        return {"error_message": "", "traceback": "", "messages": EncodedJSON(payload)}
+
+    def open_failed_run(
+        self, conversation_id: int, run_id: str, error_message: str, traceback: str, messages: Any
+    ) -> tuple[str, str, Any]:
+        if not is_envelope(messages):
+            return error_message, traceback, messages
+        payload = open_record(self.alias, conversation_id, failed_run_place(run_id), messages)
+        return payload["error_message"], payload["traceback"], payload["messages"]
+
+    def summary_value(
+        self, owner: Owner, conversation_id: int, covers_through: int, message: Any
+    ) -> Any:
+        key_id, cipher = self._data_key(owner)
+        place = summary_place(covers_through)
+        return EncodedJSON(seal_record_with(cipher, key_id, conversation_id, place, dumps(message)))
+
+    def open_summary(self, conversation_id: int, covers_through: int, message: Any) -> Any:
+        return open_record(self.alias, conversation_id, summary_place(covers_through), message)
+
+    # Everything else.
+
+    def value_to_save(self, instance: Any, value: Any) -> Any:
+        """A message or summary saved through the ORM (``save()``,
+        ``create()``, ``bulk_create()``) is sealed too; the store's own
+        writes arrive sealed and pass through. ``QuerySet.update()`` does
+        not go through here (docs/production.md)."""
+        if value is None or _is_sealed(value):
+            return value
+        text = str(value) if isinstance(value, EncodedJSON) else dumps(value)
+        conversation = instance.conversation
+        owner = (conversation.user_id, conversation.ref)
+        if isinstance(instance, MemorySummary):
+            covers_through = instance.covers_through
+            return self.summary_value(owner, instance.conversation_id, covers_through, loads(text))
+        return EncodedJSON(
+            self.seal_messages(owner, instance.conversation_id, instance.position, [text])[0]
+        )
+
+    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+        if terms.blind or not blind_index_enabled():
+            return terms
+        found = search_tokens(self.alias, terms.text)
+        return SearchTerms(text=" ".join(found), words=found, blind=True)
+
+    def forget_deleted(self, owners: list[Owner]) -> None:
+        # The data key of a conversation without a user goes with it; a
+        # user's key stays for their other ones (``erase`` destroys it).
+        gone = [owner_of(None, ref) for user_id, ref in owners if not user_id]
+        if not gone:
+            return
+
+        def destroy() -> None:
+            for owner in gone:
+                destroy_data_key(self.alias, owner)
+
+        transaction.on_commit(destroy, using=self.alias)
+
+    def erase_user(self, user_id: str) -> int:
+        return destroy_data_key(self.alias, owner_of(user_id, ""))
+
+
+def bounded_sealed_record(
+    sealed: Callable[[str], str], error: ErrorDescription, encoded: list[str], limit: RecordLimit
+) -> str:
+    """``sealed`` of a failed run's payload (its error message, traceback and
+    partial messages as one JSON object), bounded again, each time to half,
+    until the envelope fits the database's statement: escaping made the
+    text grow (control characters become ``\\u00XX``)."""
+    bound = limit.bytes
+    while True:
+        payload = (
+            f'{{"error_message":{dumps(error.message)},"traceback":{dumps(error.traceback)},'
+            f'"messages":[{",".join(encoded)}]}}'
+        )
+        envelope = sealed(payload)
+        if limit.fits(envelope) or bound is None:
+            return envelope
+        bound //= 2
+        error, encoded = bound_record(error, encoded, bound)
+
+
+def _is_sealed(value: Any) -> bool:
+    if isinstance(value, EncodedJSON):
+        return value.startswith(ENVELOPE_PREFIX)
+    return is_envelope(value)
+
+
+_codecs: dict[str, SealedCodec] = {}
+
+
+def sealed_codec(alias: str) -> SealedCodec:
+    codec = _codecs.get(alias)
+    if codec is None:
+        codec = _codecs[alias] = SealedCodec(alias)
+    return codec
