@@ -317,7 +317,9 @@ def test_roles_follow_what_a_message_is() -> None:
     roles = [message["role"] for message in messages_to_stored(FORMAT_1_MESSAGES)]
     # The third request holds the user's speech besides tool results.
     assert roles == ["user", "assistant", "user", "assistant"]
-    tool_results = ModelRequest(parts=FORMAT_1_MESSAGES[2].parts[:3])
+    request = FORMAT_1_MESSAGES[2]
+    assert isinstance(request, ModelRequest)
+    tool_results = ModelRequest(parts=[p for p in request.parts if p.part_kind != "speech"])
     system_only = ModelRequest(parts=[SystemPromptPart("Be brief.")])
     assert [m["role"] for m in messages_to_stored([tool_results, system_only])] == [
         "tool",
