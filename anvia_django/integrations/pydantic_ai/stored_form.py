@@ -36,6 +36,17 @@ KEY = "pydantic_ai"
 _TOOL_RESULT_KINDS = frozenset(
     {"tool-return", "retry-prompt", "retry-feedback", "builtin-tool-return", "tool-search-return"}
 )
+_BOOKKEEPING_KINDS = frozenset(
+    {
+        "tool-availability-delta",
+        "capability-load-delta",
+        "model-settings-delta",
+        "instruction-delta",
+        "instruction-baseline",
+        "capability",
+    }
+)
+"""Parts Pydantic AI records beside a request's content; they do not make its role."""
 
 
 class StoredFormError(ValueError):
@@ -100,7 +111,8 @@ def role_of(kind: object, parts: list[Any]) -> str:
     if kind == "response":
         return "assistant"
     kinds = {part.get("part_kind") for part in parts if isinstance(part, dict)}
-    if "user-prompt" in kinds:
+    kinds -= _BOOKKEEPING_KINDS
+    if "user-prompt" in kinds or "speech" in kinds:
         return "user"
     if kinds and kinds <= _TOOL_RESULT_KINDS:
         return "tool"
