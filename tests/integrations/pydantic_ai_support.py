@@ -103,7 +103,7 @@ class Script:
         return FunctionModel(self.respond, stream_function=self.stream, model_name="scripted-1")
 
 
-def drive(method: str, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> list[ModelMessage]:
+def drive(method: str, agent: Agent[Any, Any], prompt: Any, **kwargs: Any) -> list[ModelMessage]:
     """Run ``agent`` on ``prompt`` by ``method`` to its end; the run's messages."""
     if method == "run_sync":
         loop = asyncio.new_event_loop()
@@ -117,7 +117,7 @@ def drive(method: str, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> li
 
 
 async def drive_async(
-    method: str, agent: Agent[Any, Any], prompt: str, **kwargs: Any
+    method: str, agent: Agent[Any, Any], prompt: Any, **kwargs: Any
 ) -> list[ModelMessage]:
     if method == "run":
         return (await agent.run(prompt, **kwargs)).new_messages()
