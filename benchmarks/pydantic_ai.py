@@ -98,9 +98,7 @@ def turn(run: int) -> list[ModelMessage]:
         ),
         ModelRequest(
             parts=[
-                ToolReturnPart(
-                    "lookup_order", "r" * 400, tool_call_id=f"call-{run}", timestamp=at
-                )
+                ToolReturnPart("lookup_order", "r" * 400, tool_call_id=f"call-{run}", timestamp=at)
             ],
             timestamp=at,
             instructions="You answer questions about orders. Be brief.",
@@ -143,9 +141,13 @@ class Glue:
             self.conn = sqlite3.connect(settings.DATABASES["default"]["NAME"], isolation_level=None)
             self.mark = "?"
             key = "id integer PRIMARY KEY AUTOINCREMENT"
-        body = "messages text NOT NULL" if self.backend != "mariadb" else "messages longtext NOT NULL"
+        body = (
+            "messages text NOT NULL" if self.backend != "mariadb" else "messages longtext NOT NULL"
+        )
         self.execute("DROP TABLE IF EXISTS glue_runs")
-        self.execute(f"CREATE TABLE glue_runs ({key}, conversation_id varchar(64) NOT NULL, {body})")
+        self.execute(
+            f"CREATE TABLE glue_runs ({key}, conversation_id varchar(64) NOT NULL, {body})"
+        )
         self.execute("CREATE INDEX glue_runs_conversation ON glue_runs (conversation_id, id)")
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
