@@ -7,7 +7,12 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
-from pydantic_ai.capabilities.abstract import AgentNode, NodeResult, WrapNodeRunHandler
+from pydantic_ai.capabilities.abstract import (
+    AgentNode,
+    NodeResult,
+    WrapNodeRunHandler,
+    WrapRunHandler,
+)
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import RunContext
@@ -98,12 +103,14 @@ class DjangoMemory(AbstractCapability[Any]):
         run._recorder = RunRecorder(run.store, run._context, run.save)
         return run
 
-    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
         recorder = self._run_recorder()
         assert ctx.run_id is not None  # a run always has one
         await recorder.start(ctx.run_id, ctx.messages, getattr(ctx.model, "model_name", None))
         try:
-            result: AgentRunResult[Any] = await handler()
+            result = await handler()
         except Exception as error:
             await recorder.failed(error)
             raise

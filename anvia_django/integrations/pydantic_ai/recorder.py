@@ -80,7 +80,7 @@ class RunRecorder:
         self.run_id = run_id
         self._history = history
         self._model = model
-        stored = await to_completion(self.store.load(self.context))
+        stored = await self.store.load(self.context)
         earlier = [message for message in stored if stored_run_id(message) != run_id]
         self.stored_before = len(earlier) < len(stored)
         if not history:
