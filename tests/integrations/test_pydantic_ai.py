@@ -198,6 +198,33 @@ def test_a_tool_that_raises_fails_the_run_and_records_it(save: MemorySavePolicy)
     assert (record.input_tokens, record.output_tokens) == (10, 2)
 
 
+def test_the_run_after_a_failed_one_closes_out_the_calls_it_left_open() -> None:
+    failing = Script([call("lookup", {"order": "42"}, "c1"), answer("unused")])
+    with pytest.raises(RuntimeError):
+        drive(
+            "run",
+            tool_agent(failing, fail=RuntimeError("warehouse offline")),
+            "Where?",
+            capabilities=[DjangoMemory("s", user_id="u1")],
+        )
+    stored_before = stored("s")  # the prompt and the unanswered call
+    script = Script([answer("Sorry, try again later.")])
+
+    new = drive(
+        "run", Agent(script.model()), "Any news?", capabilities=[DjangoMemory("s", user_id="u1")]
+    )
+
+    closed = script.seen[0][2].parts[0]
+    assert isinstance(closed, ToolReturnPart)
+    assert (closed.tool_call_id, closed.metadata) == (
+        "c1",
+        {"pydantic_ai_synthesized_tool_return": True},
+    )
+    # The stand-in answer is not stored; the run's own messages are.
+    assert stored("s")[:2] == stored_before
+    assert loaded("s")[2:] == new
+
+
 @pytest.mark.parametrize("save", POLICIES)
 def test_a_model_that_raises_fails_the_run_with_what_was_saved_kept(save: MemorySavePolicy) -> None:
     script = Script([call("lookup", {"order": "42"}, "c1"), ConnectionError("model down")])

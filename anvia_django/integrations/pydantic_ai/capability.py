@@ -46,7 +46,9 @@ class DjangoMemory(AbstractCapability[Any]):
     - Load: before the run starts, the session's stored history becomes
       the run's message history, unless the run was given one
       (``message_history=`` or ``conversation=``): then that history is
-      used as given, and the run's new messages are still saved.
+      used as given, and the run's new messages are still saved. With a
+      new prompt, a loaded history is repaired as ``repair_messages``
+      does (tool calls a failed run left open are closed out).
     - Save: ``save`` is ``"message"``, ``"turn"`` or ``"run"`` (see
       :mod:`.recorder` for when each writes); each append uses the run's
       ``run_id`` as the store's run id.
@@ -108,7 +110,12 @@ class DjangoMemory(AbstractCapability[Any]):
     ) -> AgentRunResult[Any]:
         recorder = self._run_recorder()
         assert ctx.run_id is not None  # a run always has one
-        await recorder.start(ctx.run_id, ctx.messages, getattr(ctx.model, "model_name", None))
+        await recorder.start(
+            ctx.run_id,
+            ctx.messages,
+            getattr(ctx.model, "model_name", None),
+            prompted=ctx.prompt is not None,
+        )
         try:
             result = await handler()
         except Exception as error:

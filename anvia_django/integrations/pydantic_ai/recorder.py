@@ -29,7 +29,7 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse, repair_messages
 
 from anvia_django.core.memory.errors import ConversationScopeError
 from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
@@ -74,9 +74,18 @@ class RunRecorder:
         self._history: list[ModelMessage] = []
         self._model: str | None = None
 
-    async def start(self, run_id: str, history: list[ModelMessage], model: str | None) -> None:
+    async def start(
+        self, run_id: str, history: list[ModelMessage], model: str | None, *, prompted: bool
+    ) -> None:
         """Load the session into ``history`` (the run's own list), unless the
-        run was given one; find out whether this run id is stored already."""
+        run was given one; find out whether this run id is stored already.
+
+        A run with a new prompt gets the history repaired as Pydantic AI's
+        ``repair_messages`` does: tool calls a failed (or paused) run left
+        unanswered are closed out, where Pydantic AI would refuse the
+        prompt. A run without one (resuming, ``deferred_tool_results``)
+        gets the history as stored, its open calls still to be answered.
+        """
         self.run_id = run_id
         self._history = history
         self._model = model
@@ -84,7 +93,9 @@ class RunRecorder:
         earlier = [message for message in stored if stored_run_id(message) != run_id]
         self.stored_before = len(earlier) < len(stored)
         if not history:
-            history[:0] = stored_to_messages(earlier)
+            history[:0] = repair_messages(
+                stored_to_messages(earlier), repair_last_response=prompted
+            )
 
     def follow(self, history: list[ModelMessage]) -> None:
         """``history`` is the run's history now (Pydantic AI may replace the list)."""
