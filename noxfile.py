@@ -71,6 +71,7 @@ ENCRYPTED_TESTS = [
     "tests/test_store_conformance.py",
     "tests/reliability",
     "tests/encryption",
+    "tests/integrations/test_pydantic_ai_stored_form.py",
 ]
 
 # The plain-ORM SQL dialect (what an unknown database gets), forced on
@@ -186,19 +187,20 @@ def benchmarks(session: nox.Session) -> None:
 @nox.session(python="3.12", default=False)
 @nox.parametrize("db", DATABASES)
 def integrations_latest(session: nox.Session, db: str) -> None:
-    """The integration tests against the newest openai-agents and langchain-core.
+    """The integration tests against the newest openai-agents, langchain-core and pydantic-ai-slim.
 
     The dev extra pins the versions the suite was written against; this session
-    upgrades both, so a protocol change shows up as a failing test here rather
+    upgrades them, so a protocol change shows up as a failing test here rather
     than as a user report. Not part of the default run (its result depends on
     what PyPI serves that day): ``nox -s integrations_latest``.
     """
     session.install("-e", ".[dev]")
     # pip notes that this breaks the dev extra's pins: that is the point.
-    session.install("--upgrade", "openai-agents", "langchain-core")
+    session.install("--upgrade", "openai-agents", "langchain-core", "pydantic-ai-slim")
     session.run(
         "python",
         "-c",
-        "import agents, langchain_core; print(agents.__version__, langchain_core.__version__)",
+        "import agents, langchain_core, pydantic_ai;"
+        " print(agents.__version__, langchain_core.__version__, pydantic_ai.__version__)",
     )
     session.run("pytest", "tests/integrations", *session.posargs, env={"ANVIA_TEST_DB": db})

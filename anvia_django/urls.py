@@ -6,6 +6,8 @@ Routes (all GET-only; writes answer 405):
 - ``api/conversations/``: summaries, newest first (``limit``, ``userId``, ``cursor``)
 - ``api/conversations/<ref>/``: the summary plus the first page of messages
 - ``api/conversations/<ref>/messages/``: a page of messages (``after``, ``limit``)
+- ``api/conversations/<ref>/messages/<position>/media/<part>/``: a Pydantic AI
+  message's binary content (``item``)
 - ``api/conversations/<ref>/runs/``, ``lineage/``, ``summaries/`` (``limit``, ``cursor``)
 - with drf-spectacular installed: ``api/schema/`` (OpenAPI), ``api/docs/``
   (Swagger UI) and ``api/redoc/`` (ReDoc)

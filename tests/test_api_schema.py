@@ -32,6 +32,7 @@ def test_the_schema_documents_the_three_get_endpoints_only(schema: dict[str, Any
         "/anvia/api/conversations/",
         "/anvia/api/conversations/{ref}/",
         "/anvia/api/conversations/{ref}/messages/",
+        "/anvia/api/conversations/{ref}/messages/{position}/media/{part}/",
         "/anvia/api/conversations/{ref}/runs/",
         "/anvia/api/conversations/{ref}/lineage/",
         "/anvia/api/conversations/{ref}/summaries/",

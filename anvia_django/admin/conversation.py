@@ -7,11 +7,14 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from anvia_django.conf import app_settings
+from anvia_django.integrations.pydantic_ai.display import with_media_sizes
+from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemorySummary
 from anvia_django.persistence import (
     conversation_lineage,
@@ -33,7 +36,7 @@ from .paging import TranscriptPage, transcript_page
 from .previews import SOURCE_CHARS, preview
 from .scope_filters import scope_list_filters
 from .search import ConversationTextSearchMixin
-from .transcript import json_text, transcript_entries
+from .transcript import MediaUrl, json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
 FORKS_SHOWN = 20
@@ -116,6 +119,41 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
     def metadata_json(self, obj: Conversation) -> SafeString:
         return pretty_json(obj.metadata)
 
+    def get_urls(self) -> list[URLPattern]:
+        media = path(
+            "<path:object_id>/media/<int:position>/<int:part>/",
+            self.admin_site.admin_view(self.media_view),
+            name=self._media_url_name,
+        )
+        return [media, *super().get_urls()]
+
+    @property
+    def _media_url_name(self) -> str:
+        return f"{self.opts.app_label}_{self.opts.model_name}_media"
+
+    def media_view(
+        self, request: HttpRequest, object_id: str, position: int, part: int
+    ) -> HttpResponse:
+        """The binary content of a Pydantic AI message's part (``?item=`` in its content list)."""
+        obj = self.get_object(request, object_id)
+        response = None
+        if obj is not None and self.has_view_permission(request, obj):
+            response = media_response(obj.pk, position, part, request.GET.get("item"))
+        if response is None:
+            raise Http404("No such media.")
+        return response
+
+    def _media_url(self, obj: Conversation) -> MediaUrl:
+        base = reverse(
+            f"admin:{self._media_url_name}", args=[obj.pk, 0, 0], current_app=self.admin_site.name
+        ).removesuffix("0/0/")
+
+        def url(position: int, media: Any) -> str:
+            item = "" if media.item is None else f"?item={media.item}"
+            return f"{base}{position}/{media.part}/{item}"
+
+        return url
+
     def render_change_form(
         self,
         request: HttpRequest,
@@ -139,7 +177,7 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         may_see_runs = may(f"{label}.view_agentrun")
         site = self.admin_site
         runs = list_runs(obj.pk, limit=RUNS_SHOWN) if may_see_runs else []
-        entries = transcript_entries(messages.items)
+        entries = transcript_entries(messages.items, self._media_url(obj))
         run_urls: dict[str, str] = {}
         if may_see_runs:
             run_ids = {entry.run_id for entry in entries} | {run.run_id for run in runs}
@@ -163,7 +201,7 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
             "transcript_page": page,
             # Tracebacks and partial messages need their own view permission.
             "failed_runs": [
-                (record, json_text(record.messages))
+                (record, json_text(with_media_sizes(record.messages)))
                 for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
             ]
             if may(f"{label}.view_failedrun")

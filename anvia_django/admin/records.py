@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from anvia_django.core.memory.validation import dumps
+from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.models import FailedRun, MemoryMessage, MemorySummary
 
 from .counting import EstimatedCountPaginator
@@ -88,7 +89,7 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
 
     @admin.display(description="message")
     def message_json(self, obj: MemoryMessage) -> SafeString:
-        return pretty_json(obj.message)
+        return pretty_json(with_media_sizes(obj.message))
 
 
 class FailedRunAdmin(ConversationColumnMixin):
@@ -115,7 +116,7 @@ class FailedRunAdmin(ConversationColumnMixin):
 
     @admin.display(description="messages of the failed run")
     def messages_json(self, obj: FailedRun) -> SafeString:
-        return pretty_json(obj.messages)
+        return pretty_json(with_media_sizes(obj.messages))
 
 
 class MemorySummaryAdmin(ConversationColumnMixin):

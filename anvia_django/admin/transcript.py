@@ -1,17 +1,26 @@
 """A page of stored messages shaped for reading, not for editing.
 
 A message's text is shown as text; tool calls, structured tool results and
-any other fields as indented JSON.
+any other fields as indented JSON. A Pydantic AI message is shown part by
+part (:mod:`anvia_django.integrations.pydantic_ai.display`), its binary
+content as links or thumbnails to ``media_url(position, media)``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from anvia_django.core.memory.types import MemoryConversationMessage
+from anvia_django.integrations.pydantic_ai.display import (
+    Media,
+    ShownPart,
+    message_details,
+    shown_parts,
+)
 
 _SHOWN_AS_TEXT_OR_BLOCK = ("role", "content", "tool_calls")
 
@@ -35,19 +44,36 @@ class TranscriptEntry:
     """True for the first entry of the page and wherever the run changes."""
     run_url: str | None = None
     """The run record's admin page, when the reader may see it."""
+    parts: list[tuple[ShownPart, str | None]] = field(default_factory=list)
+    """A Pydantic AI message's parts, each with its media URL (if it has media)."""
 
 
-def transcript_entries(messages: list[MemoryConversationMessage]) -> list[TranscriptEntry]:
+MediaUrl = Callable[[int, Media], str]
+"""The URL of a message's media: (the message's position, the media) -> URL."""
+
+
+def transcript_entries(
+    messages: list[MemoryConversationMessage], media_url: MediaUrl | None = None
+) -> list[TranscriptEntry]:
     entries = []
     previous_run: str | None = None
     for item in messages:
         message = item.message
-        text, blocks = _content(message.get("content"))
-        if message.get("tool_calls") is not None:
-            blocks.append(Block("tool calls", json_text(message["tool_calls"])))
-        extra = {k: v for k, v in message.items() if k not in _SHOWN_AS_TEXT_OR_BLOCK}
-        if extra:
-            blocks.append(Block("fields", json_text(extra)))
+        parts = shown_parts(message)
+        shown: list[tuple[ShownPart, str | None]] = []
+        if parts is not None:
+            text, blocks = None, [Block("details", json_text(message_details(message)))]
+            shown = [
+                (part, media_url(item.position, part.media) if part.media and media_url else None)
+                for part in parts
+            ]
+        else:
+            text, blocks = _content(message.get("content"))
+            if message.get("tool_calls") is not None:
+                blocks.append(Block("tool calls", json_text(message["tool_calls"])))
+            extra = {k: v for k, v in message.items() if k not in _SHOWN_AS_TEXT_OR_BLOCK}
+            if extra:
+                blocks.append(Block("fields", json_text(extra)))
         entries.append(
             TranscriptEntry(
                 position=item.position,
@@ -58,6 +84,7 @@ def transcript_entries(messages: list[MemoryConversationMessage]) -> list[Transc
                 text=text,
                 blocks=blocks,
                 starts_run=item.run_id != previous_run,
+                parts=shown,
             )
         )
         previous_run = item.run_id

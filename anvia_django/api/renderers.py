@@ -67,3 +67,20 @@ class InspectorBrowsableAPIRenderer(BrowsableAPIRenderer):
 
 READABLE_RENDERERS: list[type[BaseRenderer]] = [JSONRenderer, InspectorBrowsableAPIRenderer]
 """What every inspector view speaks, errors included: JSON, then HTML."""
+
+
+class MediaRenderer(BaseRenderer):
+    """Lets the media endpoint answer any ``Accept`` (an ``<img>`` asks for
+    ``image/*``): the view returns its bytes itself; errors still answer in
+    JSON or HTML (``ReadableErrorsMixin``)."""
+
+    media_type = "*/*"
+    format = "media"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        return b"" if data is None else bytes(data)

@@ -7,9 +7,12 @@ dataclasses) so no project-wide renderer or parser setting is involved.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from rest_framework import serializers
+
+from anvia_django.integrations.pydantic_ai.display import without_inline_media
 
 
 class UtcDateTimeField(serializers.DateTimeField):
@@ -54,11 +57,24 @@ class ConversationSummarySerializer(serializers.Serializer[object]):
 
 
 class ConversationMessageSerializer(serializers.Serializer[object]):
+    """A stored message. In a Pydantic AI message, binary data over 2 KiB is
+    given as ``dataUrl`` (``data`` null, ``dataOmitted`` its size in bytes)
+    when the view passes ``media_url(position, part, item)`` in the context."""
+
     position = serializers.IntegerField(read_only=True, min_value=0)
     runId = serializers.CharField(source="run_id", read_only=True)
     turn = serializers.IntegerField(read_only=True)
     createdAt = UtcDateTimeField(source="created_at")
     message = MessageField(read_only=True)
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        media_url = self.context.get("media_url")
+        if media_url is not None:
+            data["message"] = without_inline_media(
+                data["message"], partial(media_url, instance.position)
+            )
+        return data
 
 
 class ConversationSerializer(ConversationSummarySerializer):

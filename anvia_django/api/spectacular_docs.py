@@ -108,6 +108,26 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             404: _NOT_FOUND,
         },
     },
+    "media": {
+        "tags": ["anvia-django inspector"],
+        "summary": "The binary content of a Pydantic AI message's part (an image, a file)",
+        "description": (
+            "A message's `dataUrl` points here. PNG, JPEG, GIF and WebP images are sent as "
+            "themselves; anything else as an `application/octet-stream` download."
+        ),
+        "parameters": [
+            OpenApiParameter(
+                "item",
+                OpenApiTypes.INT,
+                description="The index in the part's content list (a user prompt's items).",
+            ),
+        ],
+        "responses": {
+            (200, "*/*"): OpenApiResponse(OpenApiTypes.BINARY, description="The bytes."),
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+        },
+    },
     "runs": {
         "tags": ["anvia-django inspector"],
         "summary": "A conversation's runs, newest first, with token totals over all of them",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from django.http import HttpResponse
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -23,6 +24,7 @@ from rest_framework.response import Response
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.types import MemoryConversation
+from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.persistence import (
     FoundConversation,
     find_conversation,
@@ -58,7 +60,7 @@ from .params import (
     search_param,
     user_id_param,
 )
-from .renderers import READABLE_RENDERERS
+from .renderers import READABLE_RENDERERS, MediaRenderer
 from .serializers import (
     ConversationMessageSerializer,
     ConversationRunsSerializer,
@@ -125,7 +127,8 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         if page.next_after is not None:
             path = self.reverse_action("messages", kwargs={"ref": summary.ref})
             headers["Link"] = next_link(request, path, after=page.next_after, limit=limit)
-        return Response(ConversationSerializer(conversation).data, headers=headers)
+        context = {"media_url": self._media_url(request, summary.ref)}
+        return Response(ConversationSerializer(conversation, context=context).data, headers=headers)
 
     @documented("messages")
     @action(detail=True, methods=["get"])
@@ -145,7 +148,26 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         headers = {}
         if page.next_after is not None:
             headers["Link"] = next_link(request, after=page.next_after)
-        return Response(ConversationMessageSerializer(page.items, many=True).data, headers=headers)
+        context = {"media_url": self._media_url(request, ref)}
+        data = ConversationMessageSerializer(page.items, many=True, context=context).data
+        return Response(data, headers=headers)
+
+    @documented("media")
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"messages/(?P<position>[0-9]{1,10})/media/(?P<part>[0-9]{1,6})",
+        renderer_classes=[MediaRenderer, *READABLE_RENDERERS],
+    )
+    def media(self, request: Request, ref: str, position: str, part: str) -> HttpResponse:
+        """The binary content of a Pydantic AI message's part (``?item=``:
+        its index in the part's content list)."""
+        found = self._find(request, ref)
+        item = request.query_params.get("item")
+        response = media_response(found.id, int(position), int(part), item)
+        if response is None:
+            raise NotFound("No such media.")
+        return response
 
     @documented("runs")
     @action(detail=True, methods=["get"])
@@ -185,6 +207,15 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         if page.next_before is not None:
             headers["Link"] = next_link(request, cursor=encode_summary_cursor(page.next_before))
         return Response(SummarySerializer(page.items, many=True).data, headers=headers)
+
+    def _media_url(self, request: Request, ref: str) -> Callable[[int, int, int | None], str]:
+        base = self.reverse_action("media", kwargs={"ref": ref, "position": 0, "part": 0})
+        base = base.removesuffix("0/media/0/")
+
+        def url(position: int, part: int, item: int | None) -> str:
+            return f"{base}{position}/media/{part}/" + ("" if item is None else f"?item={item}")
+
+        return url
 
     def _limit(self, request: Request) -> int:
         return limit_param(

@@ -11,7 +11,7 @@ double it. The SDKs' own sessions wait for the outcome first; so do we.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from anvia_django.persistence.threads import run_in_db_thread
@@ -25,13 +25,19 @@ async def write_to_completion(
     """Run the sync ``function(*args, using=using, **kwargs)`` in a database
     thread and wait for it to finish, even if this task is cancelled meanwhile;
     a cancellation is re-raised once the write has committed or rolled back."""
-    write = asyncio.ensure_future(run_in_db_thread(function, *args, using=using, **kwargs))
+    return await to_completion(run_in_db_thread(function, *args, using=using, **kwargs))
+
+
+async def to_completion(write: Awaitable[R]) -> R:
+    """Await ``write`` (a store call) to its end, even if this task is
+    cancelled meanwhile; a cancellation is re-raised once it has ended."""
+    task = asyncio.ensure_future(write)
     cancelled: asyncio.CancelledError | None = None
-    while not write.done():
+    while not task.done():
         try:
-            await asyncio.shield(write)
+            await asyncio.shield(task)
         except asyncio.CancelledError as exc:
-            if write.cancelled():  # cancelled from inside, not by our caller
+            if task.cancelled():  # cancelled from inside, not by our caller
                 raise
             cancelled = cancelled or exc
         except BaseException:
@@ -39,6 +45,6 @@ async def write_to_completion(
     if cancelled is not None:
         # Mark a failed write's error as seen (the caller asked to stop, so
         # the cancellation is what it gets), or asyncio logs it as unhandled.
-        write.exception()
+        task.exception()
         raise cancelled
-    return write.result()
+    return task.result()
