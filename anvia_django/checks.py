@@ -258,7 +258,7 @@ def check_content_search(
 ) -> list[checks.CheckMessage]:
     """SQLite without FTS5: content search works, by scanning every message."""
     from .models import Conversation
-    from .persistence.text_match import sqlite_has_fts5
+    from .persistence.dialects.full_text import sqlite_has_fts5
 
     return [
         checks.Warning(

@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "SQL_DIALECT": "auto",
     # Threads (each with its own connections) that run store calls made from
     # async code with no request or async_to_sync caller around it; None sends
-    # them all to asgiref's one shared thread. See anvia_django/persistence/threads.py.
+    # them all to asgiref's one shared thread. See anvia_django/persistence/threads/dispatch.py.
     "STORE_THREADS": 8,
     # What tells conversations apart besides the session id: the user id and
     # the named metadata keys (dotted paths to string values), or a dotted

@@ -4,7 +4,7 @@ The async methods wrap the synchronous functions in
 :mod:`anvia_django.persistence` (``transaction.atomic`` has no async form),
 each in one hop to a sync thread: the caller's own one inside a request or
 ``async_to_sync``, else one of the store's threads
-(:mod:`anvia_django.persistence.threads`). Either way every statement runs
+(:mod:`anvia_django.persistence.threads.dispatch`). Either way every statement runs
 on Django's connection for that thread, through its cursor wrappers.
 """
 
@@ -45,8 +45,8 @@ from .persistence import (
     write_summary,
 )
 from .persistence.databases import write_alias
-from .persistence.groups import appends_together, groups_appends
-from .persistence.threads import close_db_threads, run_in_db_thread
+from .persistence.threads.dispatch import close_db_threads, run_in_db_thread
+from .persistence.threads.group_commit import appends_together, groups_appends
 
 __all__ = ["DjangoMemoryInspector", "DjangoMemoryStore", "close_db_threads"]
 

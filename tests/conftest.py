@@ -8,7 +8,7 @@ import pytest
 from django.db import connection, connections
 
 from anvia_django import conf, signals
-from anvia_django.persistence.threads import close_db_threads
+from anvia_django.persistence.threads.dispatch import close_db_threads
 
 DEFAULT_SCOPE_SETTING = dict(conf.DEFAULTS["SCOPE"])
 

@@ -52,7 +52,7 @@ def append_in_groups_to_one_session_id(
     from django.test.utils import override_settings
 
     from anvia_django.core.memory import MemoryAppendInput, MemoryContext
-    from anvia_django.persistence.threads import close_db_threads
+    from anvia_django.persistence.threads.dispatch import close_db_threads
     from anvia_django.store import DjangoMemoryStore
 
     scope = {"user_id": True, "metadata_keys": ["tenant_id"]}

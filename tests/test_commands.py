@@ -32,7 +32,7 @@ from anvia_django.persistence import (
     iter_export_records,
     record_failed_run,
 )
-from anvia_django.persistence import deletion as deletion_module
+from anvia_django.persistence.transcript import deletion as deletion_module
 from tests.helpers import append_input, assistant, snapshot, user
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from anvia_django.persistence.pool import DatabaseThreadPool
+from anvia_django.persistence.threads.pool import DatabaseThreadPool
 
 
 @pytest.fixture

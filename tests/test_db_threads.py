@@ -22,7 +22,7 @@ from django.test import TestCase
 
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages
-from anvia_django.persistence.threads import (
+from anvia_django.persistence.threads.dispatch import (
     close_db_threads,
     has_outer_sync_thread,
     run_in_db_thread,

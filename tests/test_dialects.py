@@ -28,7 +28,7 @@ from anvia_django.persistence import (
     list_conversation_summaries,
     load_messages,
 )
-from anvia_django.persistence.text_match import SEARCH_COLUMN
+from anvia_django.persistence.dialects.full_text import SEARCH_COLUMN
 from anvia_django.store import DjangoMemoryStore
 from anvia_django.testing import MemoryStoreConformance
 

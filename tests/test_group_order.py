@@ -17,8 +17,8 @@ from anvia_django.core.memory.types import MemoryAppendInput, MemoryContext
 from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages, dialects
-from anvia_django.persistence.groups import appends_together
-from anvia_django.persistence.pool import Member
+from anvia_django.persistence.threads.group_commit import appends_together
+from anvia_django.persistence.threads.pool import Member
 
 from . import scope_workers
 from .helpers import user

@@ -1,5 +1,5 @@
 """Group commit: appends queued for a busy store thread run together, and
-each still behaves as it would alone (persistence/groups.py)."""
+each still behaves as it would alone (persistence/threads/group_commit.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.db import DatabaseError
 from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.persistence import dialects
-from anvia_django.persistence.threads import close_db_threads, run_in_db_thread
+from anvia_django.persistence.threads.dispatch import close_db_threads, run_in_db_thread
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, stored, user

@@ -34,7 +34,7 @@ from anvia_django.core.memory.types import (
     MemoryErrorInput,
     Message,
 )
-from anvia_django.persistence.threads import close_db_threads
+from anvia_django.persistence.threads.dispatch import close_db_threads
 from anvia_django.store import DjangoMemoryStore
 
 from .helpers import append_input, assistant, user

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import AsyncToSync, SyncToAsync, async_to_sync
 from django.db import connection
 
-from anvia_django.persistence.threads import has_outer_sync_thread, keep_between_calls
+from anvia_django.persistence.threads.dispatch import has_outer_sync_thread, keep_between_calls
 
 
 def test_asgiref_still_has_what_has_outer_sync_thread_reads() -> None:

@@ -1,4 +1,4 @@
-"""Content search over message text (persistence/search.py), on every backend.
+"""Content search over message text (persistence/inspector/search.py), on every backend.
 
 ``transaction=True``: InnoDB's FULLTEXT index sees committed rows only, so
 on MariaDB a row written inside the test's transaction could not be found.
@@ -23,7 +23,7 @@ from anvia_django.persistence import (
     search_message_page,
     search_messages,
 )
-from anvia_django.persistence.search import MAX_QUERY_LENGTH
+from anvia_django.persistence.inspector.search import MAX_QUERY_LENGTH
 
 from .helpers import append_input, assistant, user
 

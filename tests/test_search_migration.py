@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from anvia_django.checks import check_content_search
 from anvia_django.core.memory.types import MemoryContext
-from anvia_django.persistence import append_messages, load_messages, search_messages, text_match
+from anvia_django.persistence import append_messages, load_messages, search_messages
+from anvia_django.persistence.dialects import full_text as text_match
 
 from .helpers import append_input, assistant, user
 

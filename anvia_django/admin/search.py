@@ -23,7 +23,7 @@ from anvia_django.persistence import (
     matching_conversations,
     validate_query,
 )
-from anvia_django.persistence.text_match import MatchesText
+from anvia_django.persistence.dialects.full_text import MatchesText
 
 from .links import transcript_url
 

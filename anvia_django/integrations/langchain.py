@@ -72,7 +72,7 @@ from anvia_django.core.memory.types import (
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.persistence import clear_conversation, load_messages
 from anvia_django.persistence.scope import scope_key
-from anvia_django.persistence.threads import run_in_db_thread
+from anvia_django.persistence.threads.dispatch import run_in_db_thread
 
 from .batches import BATCH_TURN, append_batch, new_batch_id
 from .offloop import in_event_loop_thread, read_off_the_loop

@@ -49,7 +49,7 @@ from anvia_django.persistence import (
     pop_last_message,
 )
 from anvia_django.persistence.scope import scope_key
-from anvia_django.persistence.threads import run_in_db_thread
+from anvia_django.persistence.threads.dispatch import run_in_db_thread
 
 from .batches import append_batch
 from .runs import RunTally, model_identifier, record_outcome, run_input

@@ -1,7 +1,7 @@
 """Database writes that a cancelled caller cannot leave in an unknown state.
 
 Store calls run the ORM in a worker thread
-(:func:`~anvia_django.persistence.threads.run_in_db_thread`).
+(:func:`~anvia_django.persistence.threads.dispatch.run_in_db_thread`).
 When the awaiting task is cancelled (a client disconnect, ``asyncio.timeout``),
 the awaiting stops at once while the thread goes on to commit or roll back: the caller sees
 ``CancelledError`` without knowing whether its write happened, and a retry may
@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from anvia_django.persistence.threads import run_in_db_thread
+from anvia_django.persistence.threads.dispatch import run_in_db_thread
 
 R = TypeVar("R")
 

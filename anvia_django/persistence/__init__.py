@@ -4,18 +4,7 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
-from .compaction import (
-    list_summaries,
-    list_summary_page,
-    load_compacted,
-    load_through_summary,
-    plan_compaction,
-    write_summary,
-)
-from .deletion import DeletionCounts
-from .entries import load_entries
-from .forks import LineagePage, conversation_lineage, fork_conversation, lineage_page
-from .inspection import (
+from anvia_django.persistence.inspector.conversations import (
     ConversationKey,
     ConversationPage,
     FailedRunRecord,
@@ -30,24 +19,18 @@ from .inspection import (
     validate_after,
     validate_limit,
 )
-from .keyset import KeysetPage, RowKey
-from .listing_columns import opened_preview_source, with_preview_columns
-from .maintenance import (
-    ConversationFilter,
-    ExportedMessage,
-    ExportRecord,
-    count_conversations,
-    delete_matching_conversations,
-    erase_user_conversations,
-    iter_export_records,
-    resolve_conversation,
+from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey
+from anvia_django.persistence.inspector.listing_columns import (
+    opened_preview_source,
+    with_preview_columns,
 )
-from .metadata_values import MetadataString, filter_by_metadata, validate_metadata_filter
-from .reads import load_latest_messages, load_messages
-from .rewind import rewind_conversation
-from .row_ids import conversation_row_ids, run_row_ids
-from .runs import list_run_page, list_runs, record_run, run_totals, usage_by_user
-from .search import (
+from anvia_django.persistence.inspector.metadata_values import (
+    MetadataString,
+    filter_by_metadata,
+    validate_metadata_filter,
+)
+from anvia_django.persistence.inspector.row_ids import conversation_row_ids, run_row_ids
+from anvia_django.persistence.inspector.search import (
     SearchHit,
     SearchPage,
     first_matching_positions,
@@ -57,7 +40,42 @@ from .search import (
     search_messages,
     validate_query,
 )
-from .writes import (
+from anvia_django.persistence.lifecycle.compaction import (
+    list_summaries,
+    list_summary_page,
+    load_compacted,
+    load_through_summary,
+    plan_compaction,
+    write_summary,
+)
+from anvia_django.persistence.lifecycle.entries import load_entries
+from anvia_django.persistence.lifecycle.forks import (
+    LineagePage,
+    conversation_lineage,
+    fork_conversation,
+    lineage_page,
+)
+from anvia_django.persistence.lifecycle.rewind import rewind_conversation
+from anvia_django.persistence.lifecycle.run_records import (
+    list_run_page,
+    list_runs,
+    record_run,
+    run_totals,
+    usage_by_user,
+)
+from anvia_django.persistence.maintenance import (
+    ConversationFilter,
+    ExportedMessage,
+    ExportRecord,
+    count_conversations,
+    delete_matching_conversations,
+    erase_user_conversations,
+    iter_export_records,
+    resolve_conversation,
+)
+from anvia_django.persistence.transcript.deletion import DeletionCounts
+from anvia_django.persistence.transcript.load import load_latest_messages, load_messages
+from anvia_django.persistence.transcript.writes import (
     append_messages,
     clear_conversation,
     pop_last_message,

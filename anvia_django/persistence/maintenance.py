@@ -18,13 +18,22 @@ from django.db.models import Count, Q, QuerySet, Sum
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
-
-from .codec import codec_for
-from .databases import read_alias, write_alias
-from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
-from .inspection import find_conversation
-from .reconnect import retry_read_if_connection_lost
-from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.inspector.conversations import find_conversation
+from anvia_django.persistence.inspector.rows import (
+    MESSAGE_FIELDS,
+    SUMMARY_FIELDS,
+    message_from_row,
+    summary_from_row,
+)
+from anvia_django.persistence.reconnect import retry_read_if_connection_lost
+from anvia_django.persistence.transcript.deletion import (
+    ROW_FIELDS,
+    ConversationRow,
+    DeletionCounts,
+    delete_conversations,
+)
 
 DEFAULT_BATCH_SIZE = 500
 

@@ -55,7 +55,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from .databases import read_alias, write_alias
+from anvia_django.persistence.databases import read_alias, write_alias
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .codec import Codec
+from anvia_django.persistence.codec import Codec
 
 
 def is_retry(

@@ -23,7 +23,8 @@ from anvia_django.core.memory import (
     MemoryForkInput,
 )
 from anvia_django.models import Conversation, MemoryMessage
-from anvia_django.persistence import clear_conversation, conversation_lineage, forks
+from anvia_django.persistence import clear_conversation, conversation_lineage
+from anvia_django.persistence.lifecycle import forks
 from anvia_django.store import DjangoMemoryStore
 from example_project.demo.agent import build_agent
 from tests.helpers import run, snapshot, user

@@ -15,8 +15,13 @@ from django.db import OperationalError, connection, connections
 
 from anvia_django.core.memory import MemoryContext
 from anvia_django.encryption import encryption_enabled
-from anvia_django.persistence import dialects, unconfirmed
-from anvia_django.persistence.threads import close_db_threads, queued_calls, run_in_db_thread
+from anvia_django.persistence import dialects
+from anvia_django.persistence.threads.dispatch import (
+    close_db_threads,
+    queued_calls,
+    run_in_db_thread,
+)
+from anvia_django.persistence.transcript import unconfirmed
 from anvia_django.store import DjangoMemoryStore
 from tests.helpers import append_input, assistant, run, stored, user
 

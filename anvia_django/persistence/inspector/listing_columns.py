@@ -8,8 +8,7 @@ from django.db.models import Exists, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Substr
 
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
-
-from .codec import codec_for
+from anvia_django.persistence.codec import codec_for
 
 
 def with_preview_columns(

@@ -29,16 +29,18 @@ from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context, validate_message
 from anvia_django.models import MemoryMessage, MemorySummary
-
-from .codec import codec_for
-from .databases import read_alias, write_alias
-from .inspection import validate_limit
-from .locking import lock_existing_conversation
-from .notify import send_after_commit
-from .reads import load_messages
-from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
-from .rows import as_utc
-from .scope import check_scope, find_conversation_id, scope_key
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.inspector.conversations import validate_limit
+from anvia_django.persistence.inspector.rows import as_utc
+from anvia_django.persistence.notify import send_after_commit
+from anvia_django.persistence.reconnect import (
+    retry_if_connection_lost,
+    retry_read_if_connection_lost,
+)
+from anvia_django.persistence.scope import check_scope, find_conversation_id, scope_key
+from anvia_django.persistence.transcript.load import load_messages
+from anvia_django.persistence.transcript.locking import lock_existing_conversation
 
 
 @retry_if_connection_lost

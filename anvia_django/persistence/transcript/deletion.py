@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 from anvia_django import signals
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
-
-from .codec import codec_for
-from .notify import send_after_commit
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.notify import send_after_commit
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,7 @@ from datetime import datetime
 
 from anvia_django.core.memory.types import JsonObject
 from anvia_django.models import Conversation
-
-from .dialects import LockedConversation, dialect_for
+from anvia_django.persistence.dialects import LockedConversation, dialect_for
 
 __all__ = ["LockedConversation", "lock_conversation", "lock_existing_conversation"]
 

@@ -18,12 +18,11 @@ from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
-
-from .databases import write_alias
-from .locking import lock_existing_conversation
-from .notify import send_after_commit
-from .reconnect import retry_if_connection_lost
-from .scope import check_scope, scope_key
+from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.notify import send_after_commit
+from anvia_django.persistence.reconnect import retry_if_connection_lost
+from anvia_django.persistence.scope import check_scope, scope_key
+from anvia_django.persistence.transcript.locking import lock_existing_conversation
 
 
 @retry_if_connection_lost(idempotent=False)

@@ -21,15 +21,27 @@ from django.db.models import BigIntegerField, ExpressionWrapper, F, Min, QuerySe
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.search_text import SearchTerms, message_text, snippet, terms_of
 from anvia_django.models import Conversation, MemoryMessage
-
-from .codec import codec_for
-from .databases import read_alias
-from .inspection import ConversationKey, ConversationPage, MessagePage, validate_after
-from .inspection import validate_limit as _validate_limit
-from .metadata_values import filter_by_metadata, validate_metadata_filter
-from .reconnect import retry_read_if_connection_lost
-from .rows import MESSAGE_FIELDS, SUMMARY_FIELDS, message_from_row, summary_from_row
-from .text_match import MatchesText, can_match
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import read_alias
+from anvia_django.persistence.dialects.full_text import MatchesText, can_match
+from anvia_django.persistence.inspector.conversations import (
+    ConversationKey,
+    ConversationPage,
+    MessagePage,
+    validate_after,
+)
+from anvia_django.persistence.inspector.conversations import validate_limit as _validate_limit
+from anvia_django.persistence.inspector.metadata_values import (
+    filter_by_metadata,
+    validate_metadata_filter,
+)
+from anvia_django.persistence.inspector.rows import (
+    MESSAGE_FIELDS,
+    SUMMARY_FIELDS,
+    message_from_row,
+    summary_from_row,
+)
+from anvia_django.persistence.reconnect import retry_read_if_connection_lost
 
 MAX_QUERY_LENGTH = 200
 """Characters of a search query; longer ones are refused, not cut."""

@@ -35,12 +35,20 @@ from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from anvia_django.core.memory.types import MemoryAppendInput
-
-from . import unconfirmed
-from .codec import codec_for
-from .dialects import AppendRequest, Dialect, LockedConversation, dialect_for
-from .pool import Member, Outcome
-from .writes import announce_append, append_validated, validated_append
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.dialects import (
+    AppendRequest,
+    Dialect,
+    LockedConversation,
+    dialect_for,
+)
+from anvia_django.persistence.threads.pool import Member, Outcome
+from anvia_django.persistence.transcript import unconfirmed
+from anvia_django.persistence.transcript.writes import (
+    announce_append,
+    append_validated,
+    validated_append,
+)
 
 
 def groups_appends(connection: BaseDatabaseWrapper) -> bool:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from anvia_django.models import AgentRun, Conversation
-
-from .databases import read_alias
-from .reconnect import retry_read_if_connection_lost
+from anvia_django.persistence.databases import read_alias
+from anvia_django.persistence.reconnect import retry_read_if_connection_lost
 
 
 @retry_read_if_connection_lost

@@ -33,7 +33,7 @@ import threading
 from collections import OrderedDict
 from datetime import datetime
 
-from .dialects import AppendRequest
+from anvia_django.persistence.dialects import AppendRequest
 
 REMEMBERED = 1024
 """Appends of unknown outcome kept per process; the oldest go first."""

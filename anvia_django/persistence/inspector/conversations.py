@@ -29,13 +29,14 @@ from anvia_django.core.memory.types import (
 )
 from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
-
-from .codec import codec_for
-from .compiled import CompiledQuery, Slot, compile_once
-from .databases import read_alias
-from .metadata_values import filter_by_metadata, validate_metadata_filter
-from .reconnect import retry_read_if_connection_lost
-from .rows import (
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.compiled import CompiledQuery, Slot, compile_once
+from anvia_django.persistence.databases import read_alias
+from anvia_django.persistence.inspector.metadata_values import (
+    filter_by_metadata,
+    validate_metadata_filter,
+)
+from anvia_django.persistence.inspector.rows import (
     FAILED_RUN_FIELDS,
     MESSAGE_FIELDS,
     SUMMARY_FIELDS,
@@ -44,6 +45,7 @@ from .rows import (
     message_from_row,
     summary_from_row,
 )
+from anvia_django.persistence.reconnect import retry_read_if_connection_lost
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _LAST_POSITION = 2**63 - 1

@@ -8,11 +8,10 @@ from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.models import MemoryMessage, MemorySummary
-
-from .codec import codec_for
-from .databases import write_alias
-from .reconnect import retry_if_connection_lost
-from .scope import find_conversation_id
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.reconnect import retry_if_connection_lost
+from anvia_django.persistence.scope import find_conversation_id
 
 
 @retry_if_connection_lost

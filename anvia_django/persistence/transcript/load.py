@@ -15,12 +15,11 @@ from anvia_django.core.memory.types import MemoryContext, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.core.memory.window import window_start
 from anvia_django.models import Conversation, MemoryMessage
-
-from .codec import Codec, codec_for
-from .compiled import CompiledQuery, Slot, compile_once
-from .databases import write_alias
-from .reconnect import retry_if_connection_lost
-from .scope import check_scope, lookup
+from anvia_django.persistence.codec import Codec, codec_for
+from anvia_django.persistence.compiled import CompiledQuery, Slot, compile_once
+from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.reconnect import retry_if_connection_lost
+from anvia_django.persistence.scope import check_scope, lookup
 
 
 @retry_if_connection_lost

@@ -24,15 +24,20 @@ from anvia_django.core.memory.runs import (
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.models import AgentRun, FailedRun
-
-from .codec import Codec, codec_for
-from .databases import read_alias, write_alias
-from .inspection import validate_limit
-from .keyset import KeysetPage, RowKey, older_than
-from .locking import lock_conversation, lock_existing_conversation
-from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
-from .rows import as_utc
-from .scope import check_scope, scope_key
+from anvia_django.persistence.codec import Codec, codec_for
+from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.inspector.conversations import validate_limit
+from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than
+from anvia_django.persistence.inspector.rows import as_utc
+from anvia_django.persistence.reconnect import (
+    retry_if_connection_lost,
+    retry_read_if_connection_lost,
+)
+from anvia_django.persistence.scope import check_scope, scope_key
+from anvia_django.persistence.transcript.locking import (
+    lock_conversation,
+    lock_existing_conversation,
+)
 
 _RUN_FIELDS = (
     "run_id",

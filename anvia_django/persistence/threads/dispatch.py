@@ -39,10 +39,9 @@ from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
 from django.db import connections
 
 from anvia_django.conf import app_settings
-
-from .databases import read_alias, write_alias
-from .dialects import one_writer_at_a_time
-from .pool import DatabaseThreadPool, Together
+from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.dialects import one_writer_at_a_time
+from anvia_django.persistence.threads.pool import DatabaseThreadPool, Together
 
 R = TypeVar("R")
 

@@ -28,16 +28,18 @@ from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemor
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
-
-from .codec import codec_for
-from .databases import read_alias, write_alias
-from .inspection import validate_limit
-from .keyset import RowKey, older_than
-from .locking import lock_existing_conversation
-from .notify import send_after_commit
-from .reconnect import retry_if_connection_lost, retry_read_if_connection_lost
-from .rows import SUMMARY_FIELDS, as_utc, summary_from_row
-from .scope import check_scope, scope_key
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.inspector.conversations import validate_limit
+from anvia_django.persistence.inspector.keyset import RowKey, older_than
+from anvia_django.persistence.inspector.rows import SUMMARY_FIELDS, as_utc, summary_from_row
+from anvia_django.persistence.notify import send_after_commit
+from anvia_django.persistence.reconnect import (
+    retry_if_connection_lost,
+    retry_read_if_connection_lost,
+)
+from anvia_django.persistence.scope import check_scope, scope_key
+from anvia_django.persistence.transcript.locking import lock_existing_conversation
 
 COPY_BATCH = 500
 _SOURCE_FIELDS = (

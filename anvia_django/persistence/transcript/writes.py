@@ -31,16 +31,24 @@ from anvia_django.core.memory.validation import (
     validate_error_input,
 )
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
-
-from . import unconfirmed
-from .codec import Codec, codec_for
-from .databases import write_alias
-from .deletion import ROW_FIELDS, ConversationRow, DeletionCounts, delete_conversations
-from .dialects import AppendRequest, dialect_for
-from .locking import LockedConversation, lock_conversation, lock_existing_conversation
-from .notify import send_after_commit
-from .reconnect import retry_if_connection_lost
-from .scope import check_scope, scope_key
+from anvia_django.persistence.codec import Codec, codec_for
+from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.dialects import AppendRequest, dialect_for
+from anvia_django.persistence.notify import send_after_commit
+from anvia_django.persistence.reconnect import retry_if_connection_lost
+from anvia_django.persistence.scope import check_scope, scope_key
+from anvia_django.persistence.transcript import unconfirmed
+from anvia_django.persistence.transcript.deletion import (
+    ROW_FIELDS,
+    ConversationRow,
+    DeletionCounts,
+    delete_conversations,
+)
+from anvia_django.persistence.transcript.locking import (
+    LockedConversation,
+    lock_conversation,
+    lock_existing_conversation,
+)
 
 
 class _AlreadyStored(Exception):

@@ -1,0 +1,1 @@
+"""The transcript: appends, loads, pops, clears and failed runs."""
