@@ -15,11 +15,13 @@ class AnviaDjangoConfig(AppConfig):
         from .migration_guards import refuse_unsafe_reversals
         from .persistence.codec import codec_for
         from .persistence.dialects import forget_missing_functions
+        from .persistence.dialects.collation import exact_collation
 
         checks.register()
-        # The models and their fields read and write sealed values through
-        # the codec; it imports them, so it is handed to them here.
+        # The models and their fields ask these of the persistence code,
+        # which imports them: so they are handed over here.
         fields.codec_for = codec_for
+        fields.exact_collation = exact_collation
         # A process that appended before ``migrate`` created the append
         # function looks for it again.
         post_migrate.connect(forget_missing_functions, sender=self)

@@ -15,7 +15,7 @@ database dialect names. Elsewhere they are plain ``CharField``/``TextField``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models, router
@@ -35,21 +35,6 @@ if TYPE_CHECKING:
 else:
     _TextField = models.TextField
     _CharField = models.CharField
-
-
-def exact_collation(connection: Any) -> str | None:
-    """The collation of this app's id and text columns on ``connection``;
-    ``None``: the database's own, which is exact already (PostgreSQL, SQLite).
-
-    On MySQL and MariaDB: binary and NO PAD, so ids compare byte for byte
-    (``"a" != "A" != "a "``), and ``utf8mb4`` whatever the table's default.
-    """
-    if connection.vendor != "mysql":
-        return None
-    if getattr(connection, "mysql_is_mariadb", False):
-        return "utf8mb4_nopad_bin"
-    version = cast(tuple[int, ...], getattr(connection, "mysql_version", (0,)))
-    return "utf8mb4_0900_bin" if version >= (8, 0, 17) else "utf8mb4_bin"
 
 
 def _with_exact_collation(params: dict[str, Any], connection: Any) -> dict[str, Any]:
@@ -128,12 +113,18 @@ class SealedJSONField(ExactJSONField):
         return codec_for(alias).value_to_save(model_instance, value)
 
 
-def _codec_not_connected(alias: str) -> Any:
-    raise ImproperlyConfigured("anvia_django is not in INSTALLED_APPS (its codec is not connected)")
+def _not_connected(*args: Any) -> Any:
+    raise ImproperlyConfigured(
+        "anvia_django is not in INSTALLED_APPS: its fields are not connected"
+    )
 
 
-codec_for: Callable[[str], Any] = _codec_not_connected
-"""The codec of a database (``anvia_django.persistence.codec.codec_for``),
-which the models and this field reach sealed values through. Connected by
-``AnviaDjangoConfig.ready()``: the persistence code imports the models, so
-neither they nor their fields may import it."""
+# What the fields and models ask of the persistence code, which imports
+# them and so cannot be imported by them: connected by AnviaDjangoConfig.ready().
+codec_for: Callable[[str], Any] = _not_connected
+"""The codec of a database (``anvia_django.persistence.codec.codec_for``):
+how sealed values are written and read."""
+exact_collation: Callable[[Any], str | None] = _not_connected
+"""The collation that compares ids byte for byte on a connection, or
+``None`` where the database's own does
+(``anvia_django.persistence.dialects.collation.exact_collation``)."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import connections
-
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.entries import HistoryEntry
@@ -46,7 +44,7 @@ from .persistence import (
 )
 from .persistence.databases import write_alias
 from .persistence.threads.dispatch import close_db_threads, run_in_db_thread
-from .persistence.threads.group_commit import appends_together, groups_appends
+from .persistence.threads.group_commit import group_for
 
 __all__ = ["DjangoMemoryInspector", "DjangoMemoryStore", "close_db_threads"]
 
@@ -109,9 +107,10 @@ class DjangoMemoryStore:
 
     async def append(self, input: MemoryAppendInput) -> None:
         alias = write_alias(self.using)
-        together = appends_together if groups_appends(connections[alias]) else None
-        # The scope positional: a group reads each append's own (see .persistence.groups).
-        await run_in_db_thread(append_messages, input, self.scope, using=alias, together=together)
+        # The scope positional: a group reads each append's own (group_commit.py).
+        await run_in_db_thread(
+            append_messages, input, self.scope, using=alias, together=group_for(alias)
+        )
 
     async def clear(self, context: MemoryContext) -> None:
         await run_in_db_thread(clear_conversation, context, using=self.using, scope=self.scope)

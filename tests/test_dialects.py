@@ -20,7 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from anvia_django.core.memory import MemoryContext
-from anvia_django.fields import ExactTextField, IdentifierField, exact_collation
+from anvia_django.fields import ExactTextField, IdentifierField
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import (
     append_messages,
@@ -28,6 +28,7 @@ from anvia_django.persistence import (
     list_conversation_summaries,
     load_messages,
 )
+from anvia_django.persistence.dialects.collation import exact_collation
 from anvia_django.persistence.dialects.full_text import SEARCH_COLUMN
 from anvia_django.store import DjangoMemoryStore
 from anvia_django.testing import MemoryStoreConformance

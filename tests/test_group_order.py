@@ -18,7 +18,7 @@ from anvia_django.encryption import encryption_enabled
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages, dialects
 from anvia_django.persistence.threads.group_commit import appends_together
-from anvia_django.persistence.threads.pool import Member
+from anvia_django.persistence.threads.pool import QueuedCall
 
 from . import scope_workers
 from .helpers import user
@@ -46,7 +46,7 @@ def test_a_group_locks_its_conversations_in_the_order_of_their_whole_key(
 
     monkeypatch.setattr(dialects.PostgreSQLDialect, "append_group", spy)
     arrivals = [("b", "u2", "globex"), ("a", "u2", "acme"), ("b", "u1", "acme"), ("a", "u1", "x")]
-    members: list[Member] = []
+    members: list[QueuedCall] = []
     for session_id, user_id, tenant in arrivals:
         context = MemoryContext(session_id, user_id, {"tenant_id": tenant})
         args = (MemoryAppendInput(context, "run-1", 1, [user("hi")]), SCOPE)

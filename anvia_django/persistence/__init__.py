@@ -4,6 +4,7 @@ The async store, the admin, the API and the management commands all call
 these functions; none of them queries the models on its own.
 """
 
+from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import (
     ConversationKey,
     ConversationPage,
@@ -25,7 +26,6 @@ from anvia_django.persistence.inspector.listing_columns import (
     with_preview_columns,
 )
 from anvia_django.persistence.inspector.metadata_values import (
-    MetadataString,
     filter_by_metadata,
     validate_metadata_filter,
 )

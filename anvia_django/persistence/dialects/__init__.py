@@ -40,6 +40,7 @@ __all__ = [
     "dialect_for",
     "estimated_row_count",
     "forget_missing_functions",
+    "groups_appends",
     "one_writer_at_a_time",
     "unknown_vendor",
     "vendor_dialect",
@@ -71,6 +72,17 @@ def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
     if vendor == "mysql":
         return _MARIADB if connection.features.can_return_columns_from_insert else _MYSQL
     return GENERIC
+
+
+def groups_appends(connection: BaseDatabaseWrapper) -> bool:
+    """Whether appends to ``connection``'s database run in groups: where it
+    pays (PostgreSQL: one statement a group; SQLite: one commit a group).
+    On another server each append in a shared transaction still costs its
+    round trips, and waits for the others instead of running beside them
+    (MariaDB, 16 tasks appending: 1.95x the raw driver alone, 2.80x
+    grouped). The vendor alone decides: safe to ask in the event loop, where
+    MySQL's features would open a connection."""
+    return connection.vendor in ("postgresql", "sqlite")
 
 
 def one_writer_at_a_time(connection: BaseDatabaseWrapper) -> bool:

@@ -63,9 +63,9 @@ def sqlite_has_fts5(connection: BaseDatabaseWrapper) -> bool:
     return found
 
 
-def can_match(terms: SearchTerms, vendor: str) -> bool:
+def can_match(terms: SearchTerms, connection: BaseDatabaseWrapper) -> bool:
     """Whether any row could match, so a search without hope skips its query."""
-    if vendor == "mysql":
+    if connection.vendor == "mysql":
         return bool(_mysql_words(terms))
     return bool(terms.words)
 
@@ -77,7 +77,7 @@ def condition(
     whose text holds every word of ``terms``."""
     qn = connection.ops.quote_name
     vendor = connection.vendor
-    if not can_match(terms, vendor):
+    if not can_match(terms, connection):
         # An empty FTS5 or boolean-mode query is a syntax error, not "nothing".
         return "1 = 0", []
     if vendor == "postgresql":

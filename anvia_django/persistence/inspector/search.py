@@ -104,7 +104,7 @@ def search_messages(
     alias = read_alias(using)
     shown = terms.words
     terms = indexed_terms(alias, terms)
-    if not can_match(terms, connections[alias].vendor):
+    if not can_match(terms, connections[alias]):
         return SearchPage(items=[], next_after=None)
     messages = _matching(alias, terms)
     if user_id is not None:
@@ -163,7 +163,7 @@ def search_message_page(
     validate_after(after)
     alias = read_alias(using)
     terms = indexed_terms(alias, terms)
-    if not can_match(terms, connections[alias].vendor):
+    if not can_match(terms, connections[alias]):
         return MessagePage(items=[], has_more=False)
     messages = _matching(alias, terms).filter(conversation_id=conversation_id)
     if after is not None:
@@ -192,7 +192,7 @@ def search_conversation_page(
     _validate_limit(limit)
     alias = read_alias(using)
     terms = indexed_terms(alias, terms)
-    if not can_match(terms, connections[alias].vendor):
+    if not can_match(terms, connections[alias]):
         return ConversationPage(items=[], next_key=None)
     conversations = matching_conversations(Conversation.objects.using(alias), terms)
     if user_id is not None:
@@ -225,7 +225,7 @@ def matching_conversations(
     (for querysets the caller builds on, such as the admin's changelist)."""
     alias = conversations.db
     terms = indexed_terms(alias, terms)
-    if not can_match(terms, connections[alias].vendor):
+    if not can_match(terms, connections[alias]):
         return conversations.none()
     return conversations.filter(id__in=_matching(alias, terms).values("conversation_id"))
 
@@ -238,7 +238,7 @@ def first_matching_positions(
     position; one query for any number of conversations."""
     alias = read_alias(using)
     terms = indexed_terms(alias, validate_query(q))
-    if not conversation_ids or not can_match(terms, connections[alias].vendor):
+    if not conversation_ids or not can_match(terms, connections[alias]):
         return {}
     rows = (
         _matching(alias, terms)

@@ -41,7 +41,7 @@ from django.db import connections
 from anvia_django.conf import app_settings
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects import one_writer_at_a_time
-from anvia_django.persistence.threads.pool import DatabaseThreadPool, Together
+from anvia_django.persistence.threads.pool import DatabaseThreadPool, RunAsGroup
 
 R = TypeVar("R")
 
@@ -70,7 +70,7 @@ async def run_in_db_thread(
     /,
     *args: Any,
     using: str | None,
-    together: Together | None = None,
+    together: RunAsGroup | None = None,
     **kwargs: Any,
 ) -> R:
     """Await ``fn(*args, using=using, **kwargs)``: sync database work on alias ``using``.

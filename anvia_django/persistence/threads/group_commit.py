@@ -31,8 +31,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from django.db import DatabaseError, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import DatabaseError, connections, transaction
 
 from anvia_django.core.memory.types import MemoryAppendInput
 from anvia_django.persistence.codec import codec_for
@@ -41,8 +40,9 @@ from anvia_django.persistence.dialects import (
     Dialect,
     LockedConversation,
     dialect_for,
+    groups_appends,
 )
-from anvia_django.persistence.threads.pool import Member, Outcome
+from anvia_django.persistence.threads.pool import CallResult, QueuedCall, RunAsGroup
 from anvia_django.persistence.transcript import unconfirmed
 from anvia_django.persistence.transcript.writes import (
     announce_append,
@@ -51,18 +51,13 @@ from anvia_django.persistence.transcript.writes import (
 )
 
 
-def groups_appends(connection: BaseDatabaseWrapper) -> bool:
-    """Whether appends to ``connection``'s database run in groups: where it
-    pays (PostgreSQL: one statement a group; SQLite: one commit a group).
-    On another server each append in a shared transaction still costs its
-    round trips, and waits for the others instead of running beside them
-    (MariaDB, 16 tasks appending: 1.95x the raw driver alone, 2.80x
-    grouped). The vendor alone decides: safe to ask in the event loop, where
-    MySQL's features would open a connection."""
-    return connection.vendor in ("postgresql", "sqlite")
+def group_for(alias: str) -> RunAsGroup | None:
+    """How appends queued together on ``alias`` run as a group; ``None``
+    where its database runs each alone (see ``dialects.groups_appends``)."""
+    return appends_together if groups_appends(connections[alias]) else None
 
 
-def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
+def appends_together(alias: str, members: Sequence[QueuedCall]) -> list[CallResult]:
     """Run the ``append_messages`` calls of ``members`` as one group on ``alias``."""
     dialect = dialect_for(alias)
     outcomes, requests = _validated(members)
@@ -75,11 +70,11 @@ def appends_together(alias: str, members: Sequence[Member]) -> list[Outcome]:
 
 
 def _validated(
-    members: Sequence[Member],
-) -> tuple[list[Outcome | None], list[tuple[int, AppendRequest]]]:
+    members: Sequence[QueuedCall],
+) -> tuple[list[CallResult | None], list[tuple[int, AppendRequest]]]:
     """Each member's validated append, with its index; bad input and empty
     appends already have their outcome."""
-    outcomes: list[Outcome | None] = [None] * len(members)
+    outcomes: list[CallResult | None] = [None] * len(members)
     requests: list[tuple[int, AppendRequest]] = []
     for index, (_, _, (input, *scope)) in enumerate(members):
         try:
@@ -101,9 +96,9 @@ def _validated(
 def _in_one_statement(
     alias: str,
     dialect: Dialect,
-    members: Sequence[Member],
+    members: Sequence[QueuedCall],
     requests: list[tuple[int, AppendRequest]],
-    outcomes: list[Outcome | None],
+    outcomes: list[CallResult | None],
 ) -> None:
     try:
         written = (
@@ -126,9 +121,9 @@ def _in_one_statement(
 
 def _in_one_transaction_without_savepoints(
     alias: str,
-    members: Sequence[Member],
+    members: Sequence[QueuedCall],
     requests: list[tuple[int, AppendRequest]],
-    outcomes: list[Outcome | None],
+    outcomes: list[CallResult | None],
 ) -> None:
     """The appends of ``members`` in one transaction, none in a savepoint of
     its own: the first that fails or finds a retry dooms the transaction,
@@ -164,7 +159,7 @@ class _GroupFailed(Exception):
     """Ends a group whose transaction can no longer commit; never leaves this module."""
 
 
-def _alone(context: contextvars.Context, call: Callable[[], Any]) -> Outcome:
+def _alone(context: contextvars.Context, call: Callable[[], Any]) -> CallResult:
     try:
         return True, context.run(call)
     except Exception as exc:
@@ -177,7 +172,7 @@ def _signalled(
     input: MemoryAppendInput,
     request: AppendRequest,
     conversation: LockedConversation,
-) -> Outcome:
+) -> CallResult:
     """A committed append's outcome, its signal sent (in its caller's context)."""
     context.run(announce_append, alias, input, request, conversation)
     return True, None

@@ -32,11 +32,11 @@ appending went from 1.85x to 1.04-1.07x the raw driver, 8 writers on one
 session from 1.25x to 0.70x (benchmarks/analysis.md). Other calls (loads,
 the inspector) still take any idle thread."""
 
-Member = tuple[contextvars.Context, Callable[[], Any], tuple[Any, ...]]
+QueuedCall = tuple[contextvars.Context, Callable[[], Any], tuple[Any, ...]]
 """A call of a group: its caller's context, the call alone, its arguments."""
-Outcome = tuple[bool, Any]
+CallResult = tuple[bool, Any]
 """``(True, result)`` or ``(False, exception)``."""
-Together = Callable[[str, Sequence[Member]], list[Outcome]]
+RunAsGroup = Callable[[str, Sequence[QueuedCall]], list[CallResult]]
 """Runs calls queued at the same moment on one alias together; their
 outcomes in order, never raising."""
 
@@ -46,18 +46,18 @@ class _Job:
     future: Future[Any]
     context: contextvars.Context
     call: Callable[[], Any]
-    group: tuple[str, Together] | None
+    group: tuple[str, RunAsGroup] | None
     """For a call that may run together with others queued for it (an
     append): its alias and how such calls run together."""
     args: tuple[Any, ...]
-    """The call's arguments, for :data:`Together`."""
+    """The call's arguments, for :data:`RunAsGroup`."""
     aliases: tuple[str, ...]
-    """The aliases whose connections the call uses (see :data:`Around`)."""
+    """The aliases whose connections the call uses (see :data:`UnitOfWork`)."""
 
 
 _Inbox = queue.SimpleQueue[_Job | None]
 
-Around = Callable[[Callable[[], Any], tuple[str, ...]], Any]
+UnitOfWork = Callable[[Callable[[], Any], tuple[str, ...]], Any]
 """``around(call, aliases)`` runs ``call`` as one unit of work on those
 aliases' connections, returning what it returns."""
 
@@ -76,7 +76,7 @@ class DatabaseThreadPool:
     (benchmarks/analysis.md, fifth round).
     """
 
-    def __init__(self, name: str, size: int, around: Around = _just_call) -> None:
+    def __init__(self, name: str, size: int, around: UnitOfWork = _just_call) -> None:
         self.name = name
         self.size = size
         self._around = around
@@ -87,7 +87,7 @@ class DatabaseThreadPool:
         self._backlog: collections.deque[_Job] = collections.deque()
         """Calls waiting for a thread: all ``size`` are busy, or (a group's)
         :data:`GROUPS_AT_ONCE` of its kind are running."""
-        self._running: collections.Counter[tuple[str, Together]] = collections.Counter()
+        self._running: collections.Counter[tuple[str, RunAsGroup]] = collections.Counter()
         """Groups (or lone calls that could have grouped) running, by kind."""
         self._threads: list[threading.Thread] = []
         self._closed = False
@@ -97,7 +97,7 @@ class DatabaseThreadPool:
         context: contextvars.Context,
         call: Callable[[], R],
         *,
-        group: tuple[str, Together] | None = None,
+        group: tuple[str, RunAsGroup] | None = None,
         args: tuple[Any, ...] = (),
         aliases: tuple[str, ...] = (),
     ) -> Future[R]:
@@ -185,7 +185,7 @@ class DatabaseThreadPool:
             assert job.group is not None
             alias, run_together = job.group
             members = [(each.context, each.call, each.args) for each in jobs]
-            # Each call runs in its own caller's context (see Together).
+            # Each call runs in its own caller's context (see RunAsGroup).
             together = partial(self._around, partial(run_together, alias, members), job.aliases)
             ok, value = _outcome(contextvars.Context(), together)
             outcomes = value if ok else [(False, value)] * len(jobs)
