@@ -67,7 +67,7 @@ async def api_rows(bench: Any) -> list[Row]:
     key = (await sync_to_async(list_conversation_page)(50)).next_key
     assert second_page is not None, "more than one page of conversations"
     assert key is not None
-    after = (key.updated_at, key.id)
+    after = (key.moment, key.id)
     detail_limit = app_settings.INSPECTOR_MESSAGES_DEFAULT_LIMIT
     cases: list[tuple[str, str, Callable[[], Any]]] = [
         ("list page 1 (50 newest)", f"{LIST_URL}?limit=50", lambda: baseline.list_page(50, None)),

@@ -326,15 +326,7 @@ def test_an_upsert_that_changes_nothing_still_finds_its_row(dialect: dialects.Di
     append_messages(append_input("other", [user("q")]))
     now = timezone.now()
     found = [
-        dialect.lock_conversation(
-            "default",
-            session_id="same",
-            scope_key="",
-            user_id="u",
-            metadata=None,
-            now=now,
-            reserve=0,
-        )
+        dialect.lock_conversation("default", dialects.ConversationLock("same", "", "u", None, now))
         for _ in range(2)
     ]
     # The second upsert leaves the row as it was: no count, same clock.

@@ -20,7 +20,7 @@ from anvia_django.core.memory import (
 )
 from anvia_django.models import Conversation
 from anvia_django.persistence import (
-    ConversationKey,
+    RowKey,
     find_conversation,
     list_conversation_page,
     list_failed_runs,
@@ -140,7 +140,7 @@ def test_conversation_pages_continue_after_a_key() -> None:
     conversations = make_conversations(5)
     first = list_conversation_page(2)
     assert [s.session_id for s in first.items] == ["s-4", "s-3"]
-    assert first.next_key == ConversationKey(conversations[3].updated_at, conversations[3].id)
+    assert first.next_key == RowKey(conversations[3].updated_at, conversations[3].id)
     second = list_conversation_page(2, after=first.next_key)
     third = list_conversation_page(2, after=second.next_key)
     assert [s.session_id for s in second.items + third.items] == ["s-2", "s-1", "s-0"]

@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import (
-    ConversationKey,
+    RowKey,
     find_conversation,
     list_conversation_page,
     list_message_page,
@@ -43,7 +43,7 @@ def test_keyset_pages_walk_the_newest_first_order_once(
     if user_id is not None:
         expected = expected.filter(user_id=user_id)
     with override_settings(USE_TZ=use_tz):
-        after: ConversationKey | None = None
+        after: RowKey | None = None
         pages: list[list[str]] = []
         while True:
             page = list_conversation_page(size, user_id, after=after)
@@ -52,7 +52,7 @@ def test_keyset_pages_walk_the_newest_first_order_once(
             if page.next_key is None:
                 break
             last = Conversation.objects.get(session_id=pages[-1][-1])
-            assert page.next_key == ConversationKey(last.updated_at, last.pk)
+            assert page.next_key == RowKey(last.updated_at, last.pk)
             after = page.next_key
     assert [s for page in pages for s in page] == list(
         expected.values_list("session_id", flat=True)

@@ -22,7 +22,7 @@ from anvia_django.core.memory import (
 from anvia_django.fields import ExactJSONField
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import (
-    ConversationKey,
+    RowKey,
     append_messages,
     list_conversation_page,
     list_message_page,
@@ -211,7 +211,7 @@ def test_keyset_pages_with_ties_see_every_conversation_once_in_order(
     if owner is not None:
         expected = expected.filter(user_id=owner)
     seen: list[str] = []
-    after: ConversationKey | None = None
+    after: RowKey | None = None
     for _ in range(len(rows) + 1):
         page = list_conversation_page(size, owner, after=after)
         seen += [item.session_id for item in page.items]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from django.core import signing
 from rest_framework.exceptions import ValidationError
 
-from anvia_django.persistence import ConversationKey, RowKey
+from anvia_django.persistence import RowKey
 
 # Unchanged since the first release: cursors handed out before stay valid.
 _CONVERSATIONS = "anvia_django.api.conversation-cursor"
@@ -25,12 +25,12 @@ _SUMMARIES = "anvia_django.api.summary-cursor"
 K = TypeVar("K")
 
 
-def encode_cursor(key: ConversationKey) -> str:
-    return _sign(_CONVERSATIONS, [key.updated_at.isoformat(), key.id])
+def encode_cursor(key: RowKey) -> str:
+    return _sign(_CONVERSATIONS, [key.moment.isoformat(), key.id])
 
 
-def decode_cursor(token: str) -> ConversationKey:
-    return _decode(_CONVERSATIONS, token, _conversation_key)
+def decode_cursor(token: str) -> RowKey:
+    return _decode(_CONVERSATIONS, token, _row_key)
 
 
 def encode_run_cursor(key: RowKey) -> str:
@@ -55,11 +55,6 @@ def encode_summary_cursor(covers_through: int) -> str:
 
 def decode_summary_cursor(token: str) -> int:
     return _decode(_SUMMARIES, token, _position)
-
-
-def _conversation_key(values: Any) -> ConversationKey:
-    moment, row_id = values
-    return ConversationKey(updated_at=datetime.fromisoformat(moment), id=int(row_id))
 
 
 def _row_key(values: Any) -> RowKey:

@@ -6,7 +6,6 @@ these functions; none of them queries the models on its own.
 
 from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import (
-    ConversationKey,
     ConversationPage,
     FailedRunRecord,
     FoundConversation,
@@ -84,7 +83,6 @@ from anvia_django.persistence.transcript.writes import (
 
 __all__ = [
     "ConversationFilter",
-    "ConversationKey",
     "ConversationPage",
     "DeletionCounts",
     "ExportRecord",

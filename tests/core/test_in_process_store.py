@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +13,10 @@ from anvia_django.core import (
     InProcessMemoryStore,
     MemoryAppendInput,
     MemoryContext,
+    MemoryConversation,
     MemoryConversationListOptions,
+    MemoryConversationMessage,
+    MemoryConversationSummary,
     MemoryErrorInput,
     Message,
 )
@@ -129,3 +133,13 @@ def test_updated_at_orders_even_within_one_clock_tick() -> None:
 
 def _user(content: str) -> Message:
     return {"role": "user", "content": content}
+
+
+def test_a_conversation_built_positionally_in_the_contracts_order_gets_its_messages() -> None:
+    now = datetime.now(UTC)
+    message = MemoryConversationMessage(0, "run-1", 1, now, {"role": "user", "content": "hi"})
+    conversation = MemoryConversation("ref", "s", None, None, now, now, 1, [message])
+    assert conversation.messages == [message]
+    assert conversation.scope_key == ""
+    summary = MemoryConversationSummary("r", "s", None, None, now, now, 0, scope_key="k")
+    assert summary.scope_key == "k"

@@ -70,9 +70,11 @@ class MemoryConversationSummary:
     created_at: datetime
     updated_at: datetime
     message_count: int
-    scope_key: str = ""
+    scope_key: str = field(default="", kw_only=True)
     """What tells it apart from other conversations with its session id
-    (``ANVIA_DJANGO["SCOPE"]``); ``""`` for none."""
+    (``ANVIA_DJANGO["SCOPE"]``); ``""`` for none. Keyword-only, an addition
+    to the contract: a :class:`MemoryConversation` built positionally in the
+    contract's field order still gets its ``messages``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from django.db.models import Model
 
 from anvia_django.conf import app_settings
 
-from .base import AppendRequest, Dialect, LockedConversation, NewMessages
+from .base import AppendRequest, ConversationLock, Dialect, LockedConversation, NewMessages
 from .mysql import MariaDBDialect, MySQLDialect
 from .postgresql import PostgreSQLDialect, forget_missing_functions
 from .sqlite import SQLiteDialect
@@ -30,6 +30,7 @@ from .sqlite import SQLiteDialect
 __all__ = [
     "GENERIC",
     "AppendRequest",
+    "ConversationLock",
     "Dialect",
     "LockedConversation",
     "MariaDBDialect",

@@ -52,6 +52,19 @@ class NewMessages:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationLock:
+    """What creating or locking a conversation row needs: its key, who
+    creates it and with what metadata, when, and how many positions to reserve."""
+
+    session_id: str
+    scope_key: str
+    user_id: str | None
+    metadata: JsonObject | None
+    now: datetime
+    reserve: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class AppendRequest:
     """One validated append, messages already encoded as JSON text."""
 
@@ -64,6 +77,17 @@ class AppendRequest:
     roles: list[str]
     encoded: list[str]
     now: datetime
+
+    def lock(self) -> ConversationLock:
+        """The lock of its conversation, reserving a position per message."""
+        return ConversationLock(
+            self.session_id,
+            self.scope_key,
+            self.user_id,
+            self.metadata,
+            self.now,
+            len(self.encoded),
+        )
 
 
 # How often a first append looks for its conversation and tries to create it
@@ -82,19 +106,11 @@ class Dialect:
     record_limit: RecordLimit = UNBOUNDED
     """How big one failed-run record may be in its INSERT."""
 
-    def lock_conversation(
-        self,
-        using: str,
-        *,
-        session_id: str,
-        scope_key: str,
-        user_id: str | None,
-        metadata: JsonObject | None,
-        now: datetime,
-        reserve: int,
-    ) -> LockedConversation:
+    def lock_conversation(self, using: str, lock: ConversationLock) -> LockedConversation:
         conversations = Conversation.objects.using(using)
-        found = conversations.select_for_update().filter(session_id=session_id, scope_key=scope_key)
+        found = conversations.select_for_update().filter(
+            session_id=lock.session_id, scope_key=lock.scope_key
+        )
         for attempt in range(CREATE_ATTEMPTS):
             row = found.first()
             if row is not None:
@@ -102,12 +118,12 @@ class Dialect:
             try:
                 with transaction.atomic(using=using):
                     row = conversations.create(
-                        session_id=session_id,
-                        scope_key=scope_key,
-                        user_id=user_id,
-                        metadata=metadata,
-                        created_at=now,
-                        updated_at=now,
+                        session_id=lock.session_id,
+                        scope_key=lock.scope_key,
+                        user_id=lock.user_id,
+                        metadata=lock.metadata,
+                        created_at=lock.now,
+                        updated_at=lock.now,
                         message_count=0,
                     )
                 break
@@ -119,13 +135,13 @@ class Dialect:
                 if attempt == CREATE_ATTEMPTS - 1:
                     raise
         assert row is not None
-        updated_at = max(now, row.updated_at)
+        updated_at = max(lock.now, row.updated_at)
         changes: dict[str, object] = {
             "updated_at": updated_at,
-            "message_count": F("message_count") + reserve,
+            "message_count": F("message_count") + lock.reserve,
         }
-        if metadata is not None:
-            changes["metadata"] = metadata
+        if lock.metadata is not None:
+            changes["metadata"] = lock.metadata
         conversations.filter(pk=row.pk).update(**changes)
         return LockedConversation(row.pk, row.ref, row.user_id, row.message_count, updated_at)
 
@@ -168,15 +184,7 @@ class Dialect:
         """Create or lock ``append``'s conversation, reserve its positions and
         check the scope (raising ``ConversationScopeError``): the first step of
         every append in steps, inside the caller's ``transaction.atomic``."""
-        conversation = self.lock_conversation(
-            using,
-            session_id=append.session_id,
-            scope_key=append.scope_key,
-            user_id=append.user_id,
-            metadata=append.metadata,
-            now=append.now,
-            reserve=len(append.encoded),
-        )
+        conversation = self.lock_conversation(using, append.lock())
         # A new row takes the caller's user: a mismatch is an existing row.
         check_scope(conversation.user_id, append.user_id)
         return conversation

@@ -3,7 +3,6 @@ under the packet limit, and binary ``utf8mb4`` columns."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -12,10 +11,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from anvia_django.core.memory.bounded_records import RecordLimit
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.core.memory.types import JsonObject
 from anvia_django.models import Conversation
 
-from .base import LockedConversation, NewMessages
+from .base import ConversationLock, LockedConversation, NewMessages
 from .statements import (
     CONVERSATION_INSERT,
     HandWrittenInsert,
@@ -48,18 +46,8 @@ class MySQLDialect(HandWrittenInsert):
     """Well under the smallest default ``max_allowed_packet`` (MySQL 8: 64 MB,
     MariaDB: 16 MB), so several large messages never make one oversized packet."""
 
-    def lock_conversation(
-        self,
-        using: str,
-        *,
-        session_id: str,
-        scope_key: str,
-        user_id: str | None,
-        metadata: JsonObject | None,
-        now: datetime,
-        reserve: int,
-    ) -> LockedConversation:
-        params = conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
+    def lock_conversation(self, using: str, lock: ConversationLock) -> LockedConversation:
+        params = conversation_params(using, lock)
         sql, select = _duplicate_key_sql(using)
         connection = connections[using]
         with connection.cursor() as cursor:
@@ -68,7 +56,7 @@ class MySQLDialect(HandWrittenInsert):
             # connection's last insert id too.
             conversation_id = cursor.lastrowid
         # The row is locked by this transaction: the read sees its own update.
-        return returned(using, select, [conversation_id], reserve)
+        return returned(using, select, [conversation_id], lock.reserve)
 
     def insert_statements(
         self, connection: BaseDatabaseWrapper, rows: NewMessages
@@ -150,22 +138,11 @@ def refuse_unless_it_fits(connection: BaseDatabaseWrapper, text: str, offset: in
 class MariaDBDialect(MySQLDialect):
     """MariaDB 10.5+: ``ON DUPLICATE KEY UPDATE .. RETURNING`` in one statement."""
 
-    def lock_conversation(
-        self,
-        using: str,
-        *,
-        session_id: str,
-        scope_key: str,
-        user_id: str | None,
-        metadata: JsonObject | None,
-        now: datetime,
-        reserve: int,
-    ) -> LockedConversation:
-        params = conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
+    def lock_conversation(self, using: str, lock: ConversationLock) -> LockedConversation:
+        params = conversation_params(using, lock)
         sql, _ = _duplicate_key_sql(using)
-        return returned(
-            using, f"{sql} RETURNING {returned_columns(using)}", [*params, *params[5:]], reserve
-        )
+        returning = f"{sql} RETURNING {returned_columns(using)}"
+        return returned(using, returning, [*params, *params[5:]], lock.reserve)
 
 
 @lru_cache(maxsize=16)

@@ -18,7 +18,7 @@ from anvia_django.core.memory.types import JsonObject
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemoryMessage, new_ref
 
-from .base import Dialect, LockedConversation, NewMessages
+from .base import ConversationLock, Dialect, LockedConversation, NewMessages
 
 
 class HandWrittenInsert(Dialect):
@@ -59,37 +59,29 @@ class OnConflictUpsert(Dialect):
     creates the row or takes its lock, reserves the positions and returns
     what the append needs."""
 
-    def lock_conversation(
-        self,
-        using: str,
-        *,
-        session_id: str,
-        scope_key: str,
-        user_id: str | None,
-        metadata: JsonObject | None,
-        now: datetime,
-        reserve: int,
-    ) -> LockedConversation:
-        params = conversation_params(using, session_id, scope_key, user_id, metadata, now, reserve)
-        return returned(using, on_conflict_sql(using), params, reserve)
+    def lock_conversation(self, using: str, lock: ConversationLock) -> LockedConversation:
+        return returned(
+            using, on_conflict_sql(using), conversation_params(using, lock), lock.reserve
+        )
 
 
 _RETURNED = ("id", "ref", "user_id", "message_count", "updated_at")
 _INSERT_COLUMNS = ("conversation", "position", "run_id", "turn", "role", "message", "created_at")
 
 
-def conversation_params(
-    using: str,
-    session_id: str,
-    scope_key: str,
-    user_id: str | None,
-    metadata: JsonObject | None,
-    now: datetime,
-    reserve: int,
-) -> list[Any]:
-    stamp, encoded = stamp_and_metadata(connections[using], now, metadata)
+def conversation_params(using: str, lock: ConversationLock) -> list[Any]:
+    stamp, encoded = stamp_and_metadata(connections[using], lock.now, lock.metadata)
     # (ref, session_id, scope_key, user_id, created_at, updated_at, message_count, metadata)
-    return [new_ref(), session_id, scope_key, user_id, stamp, stamp, reserve, encoded]
+    return [
+        new_ref(),
+        lock.session_id,
+        lock.scope_key,
+        lock.user_id,
+        stamp,
+        stamp,
+        lock.reserve,
+        encoded,
+    ]
 
 
 def stamp_and_metadata(

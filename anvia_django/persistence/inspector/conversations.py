@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +31,7 @@ from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.compiled import CompiledQuery, Slot, compile_once
 from anvia_django.persistence.databases import read_alias
+from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than, page_of
 from anvia_django.persistence.inspector.metadata_values import (
     filter_by_metadata,
     validate_metadata_filter,
@@ -52,19 +52,7 @@ _LAST_POSITION = 2**63 - 1
 """The largest position a ``PositiveBigIntegerField`` holds."""
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationKey:
-    """Where a listing stopped: the last row's (updated_at, id)."""
-
-    updated_at: datetime
-    id: int
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationPage:
-    items: list[MemoryConversationSummary]
-    next_key: ConversationKey | None
-    """Pass as ``after`` for the next page; ``None`` on the last page."""
+ConversationPage = KeysetPage[MemoryConversationSummary]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +108,7 @@ def list_conversation_page(
     limit: int,
     user_id: str | None = None,
     *,
-    after: ConversationKey | None = None,
+    after: RowKey | None = None,
     metadata: Mapping[str, str] | None = None,
     using: str | None = None,
 ) -> ConversationPage:
@@ -139,18 +127,21 @@ def list_conversation_page(
     validate_identifier(user_id, "user_id", app_settings.input_limits, optional=True)
     metadata = validate_metadata_filter(metadata)
     rows = _conversation_rows(read_alias(using), limit, user_id, after, metadata)
-    next_key = None
-    if len(rows) > limit:
-        last = rows[limit - 1]
-        next_key = ConversationKey(
-            updated_at=last[SUMMARY_FIELDS.index("updated_at") + 1], id=last[0]
-        )
-    return ConversationPage(
-        items=[summary_from_row(tuple(row[1:])) for row in rows[:limit]], next_key=next_key
+    return conversation_page(rows, limit)
+
+
+def conversation_page(rows: list[Any], limit: int) -> ConversationPage:
+    """A page of ``limit + 1`` rows of ``("id", *SUMMARY_FIELDS)`` at most."""
+    return page_of(
+        rows,
+        limit,
+        lambda row: RowKey(row[_UPDATED_AT], row[0]),
+        lambda row: summary_from_row(tuple(row[1:])),
     )
 
 
 _SUMMARY_ROW = ("id", *SUMMARY_FIELDS)
+_UPDATED_AT = _SUMMARY_ROW.index("updated_at")
 _CONVERSATION = Conversation._meta
 
 
@@ -158,7 +149,7 @@ def _conversation_rows(
     alias: str,
     limit: int,
     user_id: str | None,
-    after: ConversationKey | None,
+    after: RowKey | None,
     metadata: Mapping[str, str],
 ) -> list[list[Any]]:
     """``limit + 1`` rows of ``("id", *SUMMARY_FIELDS)``, newest first."""
@@ -167,7 +158,7 @@ def _conversation_rows(
     values: dict[str, Any] = {"user_id": user_id}
     values.update((_metadata_slot(path), value) for path, value in metadata.items())
     if after is not None:
-        values.update(updated_at=after.updated_at, id=after.id)
+        values.update(updated_at=after.moment, id=after.id)
     return query.rows(alias, values)
 
 
@@ -182,15 +173,9 @@ def _listing_query(
             {path: Slot(_metadata_slot(path), _METADATA_VALUE) for path in metadata_paths},
         )
     if keyset:
-        # "Before (k, id)" as a range on updated_at minus the ties at k: the
-        # range is an index condition on (updated_at, id) and on (user_id,
-        # updated_at, id), so a deep page seeks to its key instead of
-        # filtering every newer row on the way (an OR of the two cases is
-        # only a filter there); the exclusion touches the rows at k alone.
         updated_at = Slot("updated_at", _CONVERSATION.get_field("updated_at"))
-        conversations = conversations.filter(updated_at__lte=updated_at).exclude(
-            updated_at=updated_at, id__gte=Slot("id", _CONVERSATION.get_field("id"))
-        )
+        row_id = Slot("id", _CONVERSATION.get_field("id"))
+        conversations = conversations.filter(older_than("updated_at", updated_at, row_id))
     newest_first = conversations.order_by("-updated_at", "-id")
     return compile_once(newest_first.values_list(*_SUMMARY_ROW)[:rows], alias)
 
@@ -307,7 +292,6 @@ def _conversations(by_user: bool) -> QuerySet[Conversation, Any]:
 
 
 __all__ = [
-    "ConversationKey",
     "ConversationPage",
     "FailedRunRecord",
     "FoundConversation",

@@ -25,12 +25,13 @@ from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.dialects.full_text import MatchesText, can_match
 from anvia_django.persistence.inspector.conversations import (
-    ConversationKey,
     ConversationPage,
     MessagePage,
+    conversation_page,
     validate_after,
 )
 from anvia_django.persistence.inspector.conversations import validate_limit as _validate_limit
+from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than
 from anvia_django.persistence.inspector.metadata_values import (
     filter_by_metadata,
     validate_metadata_filter,
@@ -39,7 +40,6 @@ from anvia_django.persistence.inspector.rows import (
     MESSAGE_FIELDS,
     SUMMARY_FIELDS,
     message_from_row,
-    summary_from_row,
 )
 from anvia_django.persistence.reconnect import retry_read_if_connection_lost
 
@@ -182,7 +182,7 @@ def search_conversation_page(
     limit: int,
     user_id: str | None = None,
     *,
-    after: ConversationKey | None = None,
+    after: RowKey | None = None,
     metadata: Mapping[str, str] | None = None,
     using: str | None = None,
 ) -> ConversationPage:
@@ -193,28 +193,17 @@ def search_conversation_page(
     alias = read_alias(using)
     terms = indexed_terms(alias, terms)
     if not can_match(terms, connections[alias]):
-        return ConversationPage(items=[], next_key=None)
+        return KeysetPage([], None)
     conversations = matching_conversations(Conversation.objects.using(alias), terms)
     if user_id is not None:
         conversations = conversations.filter(user_id=user_id)
     conversations = filter_by_metadata(conversations, validate_metadata_filter(metadata))
     if after is not None:
-        # The listing's keyset: a range on updated_at minus the ties at the key.
-        conversations = conversations.filter(updated_at__lte=after.updated_at).exclude(
-            updated_at=after.updated_at, id__gte=after.id
-        )
+        conversations = conversations.filter(older_than("updated_at", after.moment, after.id))
     rows = list(
         conversations.order_by("-updated_at", "-id").values_list("id", *SUMMARY_FIELDS)[: limit + 1]
     )
-    next_key = None
-    if len(rows) > limit:
-        last = rows[limit - 1]
-        next_key = ConversationKey(
-            updated_at=last[SUMMARY_FIELDS.index("updated_at") + 1], id=last[0]
-        )
-    return ConversationPage(
-        items=[summary_from_row(tuple(row[1:])) for row in rows[:limit]], next_key=next_key
-    )
+    return conversation_page(rows, limit)
 
 
 @retry_read_if_connection_lost

@@ -10,6 +10,7 @@ replaces rows), so only the first writer's summary is kept. The
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
@@ -119,17 +120,9 @@ def plan_compaction(
     conversation_id = find_conversation_id(alias, context, scope)
     if conversation_id is None:
         return None
-    newest = (
-        MemorySummary.objects.using(alias)
-        .filter(conversation_id=conversation_id)
-        .order_by("-covers_through")
-        .values_list("covers_through", "message")
-        .first()
-    )
+    newest = newest_summary(alias, conversation_id)
     previous_through, previous = newest if newest is not None else (None, None)
     codec = codec_for(alias)
-    if previous_through is not None:
-        previous = codec.open_summary(conversation_id, previous_through, previous)
     rows = list(
         MemoryMessage.objects.using(alias)
         .filter(conversation_id=conversation_id, position__gt=_after(previous_through))
@@ -253,6 +246,22 @@ def list_summary_page(
         for k, message, created in rows[:limit]
     ]
     return SummaryPage(items, len(rows) > limit)
+
+
+def newest_summary(alias: str, conversation_id: int) -> tuple[int, Any] | None:
+    """The conversation's newest summary: what it covers through, and its
+    message (opened); ``None`` without one."""
+    newest = (
+        MemorySummary.objects.using(alias)
+        .filter(conversation_id=conversation_id)
+        .order_by("-covers_through")
+        .values_list("covers_through", "message")
+        .first()
+    )
+    if newest is None:
+        return None
+    covers_through, message = newest
+    return covers_through, codec_for(alias).open_summary(conversation_id, covers_through, message)
 
 
 def _after(covers_through: int | None) -> int:

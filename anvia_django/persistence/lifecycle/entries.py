@@ -7,9 +7,10 @@ from anvia_django.core.memory.entries import HistoryEntry, StoredRow, windowed_e
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.core.memory.validation import validate_context
-from anvia_django.models import MemoryMessage, MemorySummary
+from anvia_django.models import MemoryMessage
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.lifecycle.compaction import newest_summary
 from anvia_django.persistence.reconnect import retry_if_connection_lost
 from anvia_django.persistence.scope import find_conversation_id
 
@@ -35,9 +36,9 @@ def load_entries(
     conversation_id = find_conversation_id(alias, context, scope)
     if conversation_id is None:
         return []
-    summary = _newest_summary(alias, conversation_id) if compacted else None
-    after = -1 if summary is None else summary.covers_through
-    assert after is not None  # a summary entry always says what it covers
+    newest = newest_summary(alias, conversation_id) if compacted else None
+    summary = None if newest is None else HistoryEntry(None, newest[1], newest[0])
+    after = -1 if newest is None else newest[0]
     messages = MemoryMessage.objects.using(alias).filter(
         conversation_id=conversation_id, position__gt=after
     )
@@ -51,21 +52,3 @@ def load_entries(
     rows = codec_for(alias).open_rows(conversation_id, rows, position=0, message=2)
     stored = [StoredRow(position, run_id, message) for position, run_id, message in rows]
     return windowed_entries(stored, limit, summary)
-
-
-def _newest_summary(alias: str, conversation_id: int) -> HistoryEntry | None:
-    newest = (
-        MemorySummary.objects.using(alias)
-        .filter(conversation_id=conversation_id)
-        .order_by("-covers_through")
-        .values_list("covers_through", "message")
-        .first()
-    )
-    if newest is None:
-        return None
-    covers_through, message = newest
-    return HistoryEntry(
-        None,
-        codec_for(alias).open_summary(conversation_id, covers_through, message),
-        covers_through,
-    )

@@ -31,7 +31,7 @@ from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.inspector.conversations import validate_limit
-from anvia_django.persistence.inspector.keyset import RowKey, older_than
+from anvia_django.persistence.inspector.keyset import RowKey, older_than, page_of
 from anvia_django.persistence.inspector.rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from anvia_django.persistence.notify import send_after_commit
 from anvia_django.persistence.reconnect import (
@@ -235,16 +235,16 @@ def lineage_page(
     if user_id is not None:
         forks = forks.filter(user_id=user_id)
     if before is not None:
-        forks = forks.filter(older_than(before, "created_at"))
+        forks = forks.filter(older_than("created_at", before.moment, before.id))
     rows = list(
         forks.order_by("-created_at", "-id").values_list(
             "ref", "session_id", "forked_at_position", "created_at", "id"
         )[: limit + 1]
     )
-    shown = rows[:limit]
-    next_key = RowKey(as_utc(shown[-1][3]), shown[-1][4]) if len(rows) > limit else None
-    lineage = Lineage(
-        forked_from,
-        [ForkLineage(ref, session, position or 0) for ref, session, position, _, _ in shown],
+    page = page_of(
+        rows,
+        limit,
+        lambda row: RowKey(as_utc(row[3]), row[4]),
+        lambda row: ForkLineage(row[0], row[1], row[2] or 0),
     )
-    return LineagePage(lineage, next_key)
+    return LineagePage(Lineage(forked_from, page.items), page.next_key)

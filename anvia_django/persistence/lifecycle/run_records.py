@@ -26,8 +26,9 @@ from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.models import AgentRun, FailedRun
 from anvia_django.persistence.codec import Codec, codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.dialects import ConversationLock
 from anvia_django.persistence.inspector.conversations import validate_limit
-from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than
+from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than, page_of
 from anvia_django.persistence.inspector.rows import as_utc
 from anvia_django.persistence.reconnect import (
     retry_if_connection_lost,
@@ -84,15 +85,10 @@ def record_run(
         # updated_at and metadata alone (the run's messages moved them).
         row = lock_existing_conversation(alias, context.session_id, key)
         if row is None:
-            created = lock_conversation(
-                alias,
-                session_id=context.session_id,
-                scope_key=key,
-                user_id=context.user_id,
-                metadata=context.metadata,
-                now=timezone.now(),
-                reserve=0,
+            lock = ConversationLock(
+                context.session_id, key, context.user_id, context.metadata, timezone.now()
             )
+            created = lock_conversation(alias, lock)
             conversation_id, owner = created.id, created.user_id
         else:
             conversation_id, _, owner = row
@@ -158,19 +154,20 @@ def list_run_page(
     if run_id is not None:
         runs = runs.filter(run_id=run_id)
     if before is not None:
-        runs = runs.filter(older_than(before, "started_at"))
+        runs = runs.filter(older_than("started_at", before.moment, before.id))
     # Then the failed run's id (to open its sealed error) and the run's (the page key).
     columns = (*_RUN_FIELDS, "failed_run_id", "id")
     rows = list(runs.order_by("-started_at", "-id").values_list(*columns)[: limit + 1])
     codec = codec_for(alias)
     if codec.opens:
         rows = _with_opened_errors(codec, alias, conversation_id, rows)
-    shown = rows[:limit]
-    next_key = None
-    if len(rows) > limit:
-        last = shown[-1]
-        next_key = RowKey(as_utc(last[_RUN_FIELDS.index("started_at")]), last[-1])
-    return KeysetPage([_run_from_row(row[:-2]) for row in shown], next_key)
+    started_at = _RUN_FIELDS.index("started_at")
+    return page_of(
+        rows,
+        limit,
+        lambda row: RowKey(as_utc(row[started_at]), row[-1]),
+        lambda row: _run_from_row(row[:-2]),
+    )
 
 
 def _with_opened_errors(

@@ -8,40 +8,18 @@ the lock is taken depends on the database: see :mod:`.dialects`.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from anvia_django.core.memory.types import JsonObject
 from anvia_django.models import Conversation
-from anvia_django.persistence.dialects import LockedConversation, dialect_for
-
-__all__ = ["LockedConversation", "lock_conversation", "lock_existing_conversation"]
+from anvia_django.persistence.dialects import ConversationLock, LockedConversation, dialect_for
 
 
-def lock_conversation(
-    using: str,
-    *,
-    session_id: str,
-    scope_key: str,
-    user_id: str | None,
-    metadata: JsonObject | None,
-    now: datetime,
-    reserve: int,
-) -> LockedConversation:
-    """Create or lock the conversation of ``(session_id, scope_key)`` and
-    reserve ``reserve`` positions.
+def lock_conversation(using: str, lock: ConversationLock) -> LockedConversation:
+    """Create or lock the conversation of ``lock``'s key and reserve its
+    positions.
 
     Must run inside ``transaction.atomic(using=using)``; the lock and the
     reservation last until that transaction ends.
     """
-    return dialect_for(using).lock_conversation(
-        using,
-        session_id=session_id,
-        scope_key=scope_key,
-        user_id=user_id,
-        metadata=metadata,
-        now=now,
-        reserve=reserve,
-    )
+    return dialect_for(using).lock_conversation(using, lock)
 
 
 def lock_existing_conversation(

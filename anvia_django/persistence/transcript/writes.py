@@ -33,7 +33,12 @@ from anvia_django.core.memory.validation import (
 from anvia_django.models import Conversation, FailedRun, MemoryMessage
 from anvia_django.persistence.codec import Codec, codec_for
 from anvia_django.persistence.databases import write_alias
-from anvia_django.persistence.dialects import AppendRequest, dialect_for
+from anvia_django.persistence.dialects import (
+    AppendRequest,
+    ConversationLock,
+    LockedConversation,
+    dialect_for,
+)
 from anvia_django.persistence.notify import send_after_commit
 from anvia_django.persistence.reconnect import retry_if_connection_lost
 from anvia_django.persistence.scope import check_scope, scope_key
@@ -45,7 +50,6 @@ from anvia_django.persistence.transcript.deletion import (
     delete_conversations,
 )
 from anvia_django.persistence.transcript.locking import (
-    LockedConversation,
     lock_conversation,
     lock_existing_conversation,
 )
@@ -319,15 +323,10 @@ def record_failed_run(
 def _lock(
     alias: str, context: MemoryContext, key: str, now: datetime, *, reserve: int
 ) -> LockedConversation:
-    conversation = lock_conversation(
-        alias,
-        session_id=context.session_id,
-        scope_key=key,
-        user_id=context.user_id,
-        metadata=context.metadata,
-        now=now,
-        reserve=reserve,
+    lock = ConversationLock(
+        context.session_id, key, context.user_id, context.metadata, now, reserve
     )
+    conversation = lock_conversation(alias, lock)
     # Raising here rolls back the reservation (and a row created just now,
     # which cannot happen for a mismatch: a new row takes the caller's user).
     check_scope(conversation.user_id, context.user_id)
