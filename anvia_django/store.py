@@ -16,7 +16,7 @@ from typing import Any
 from .core.memory.branches import MemoryForkInput
 from .core.memory.compaction import CompactionPlan, MemoryCompactionInput, compact_in_steps
 from .core.memory.entries import HistoryEntry
-from .core.memory.runs import MemoryRunInput
+from .core.memory.run_records import MemoryRunInput
 from .core.memory.scope import ConversationScope, parse_scope
 from .core.memory.types import (
     MemoryAppendInput,

@@ -27,7 +27,7 @@ from django.db.backends.signals import connection_created
 
 from anvia_django.core.memory.branches import MemoryForkInput
 from anvia_django.core.memory.compaction import MemoryCompactionInput
-from anvia_django.core.memory.runs import MemoryRunInput
+from anvia_django.core.memory.run_records import MemoryRunInput
 from anvia_django.core.memory.types import (
     MemoryContext,
     MemoryConversationListOptions,

@@ -8,9 +8,9 @@ from django.contrib import admin
 
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
 
+from .agent_runs import AgentRunAdmin
 from .conversation import ConversationAdmin
 from .records import FailedRunAdmin, MemoryMessageAdmin, MemorySummaryAdmin
-from .runs import AgentRunAdmin
 
 admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(MemoryMessage, MemoryMessageAdmin)

@@ -16,7 +16,7 @@ from typing import Any
 from django.template.loader import render_to_string
 from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 
-from .pagination import PAGE_PARAMS
+from .link_header import PAGE_PARAMS
 
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 

@@ -49,9 +49,9 @@ from .cursors import (
     encode_run_cursor,
     encode_summary_cursor,
 )
+from .link_header import next_link
 from .openapi import documented, view_schema
 from .owners import visibility
-from .pagination import next_link
 from .params import (
     after_param,
     identifier_param,

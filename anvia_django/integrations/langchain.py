@@ -19,7 +19,7 @@ into the same session) are read with LangChain's ``convert_to_messages``.
 Each ``add_messages`` call is one atomic append with run id
 ``"langchain-<hex>"`` and turn 1 (see :mod:`anvia_django.integrations.batches`).
 ``messages`` can be read from sync and async code alike (inside a running event
-loop it reads in a fresh thread, see :mod:`anvia_django.integrations.offloop`);
+loop it reads in a fresh thread, see :mod:`anvia_django.integrations.sync_reads`);
 to write from async code use the ``a``-prefixed methods.
 
 Run records: a batch holding an ``AIMessage`` is one run of a chain (as
@@ -62,7 +62,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from anvia_django.conf import ID_MAX_LENGTH, app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.core.memory.runs import TokenUsage
+from anvia_django.core.memory.run_records import TokenUsage
 from anvia_django.core.memory.types import (
     JsonObject,
     MemoryAppendInput,
@@ -75,9 +75,9 @@ from anvia_django.persistence.scope import scope_key
 from anvia_django.persistence.threads.dispatch import run_in_db_thread
 
 from .batches import BATCH_TURN, append_batch, new_batch_id
-from .offloop import in_event_loop_thread, read_off_the_loop
-from .runs import RunTally, append_and_record, model_identifier, run_input
-from .settle import write_to_completion
+from .cancellation import write_to_completion
+from .run_tally import RunTally, append_and_record, model_identifier, run_input
+from .sync_reads import in_event_loop_thread, read_off_the_loop
 
 SOURCE = "langchain"
 LANGCHAIN_KEY = "langchain"

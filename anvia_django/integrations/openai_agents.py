@@ -18,7 +18,7 @@ Each ``add_items`` call is one atomic append with run id
 ``session_settings`` is read with the SDK's own coercion, so it accepts and
 refuses exactly what ``SQLiteSession`` does, and defaults to ``SessionSettings()``.
 A cancelled ``add_items`` / ``pop_item`` / ``clear_session`` returns only once
-its write has committed or rolled back (:mod:`anvia_django.integrations.settle`).
+its write has committed or rolled back (:mod:`anvia_django.integrations.cancellation`).
 
 Run records: the SDK tells a session nothing about the run it serves, so the
 caller hands the finished run over::
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.core.memory.runs import MemoryRunInput, TokenUsage
+from anvia_django.core.memory.run_records import MemoryRunInput, TokenUsage
 from anvia_django.core.memory.types import JsonObject, MemoryContext, MemoryErrorInput, Message
 from anvia_django.core.memory.validation import validate_context
 from anvia_django.persistence import (
@@ -52,8 +52,8 @@ from anvia_django.persistence.scope import scope_key
 from anvia_django.persistence.threads.dispatch import run_in_db_thread
 
 from .batches import append_batch
-from .runs import RunTally, model_identifier, record_outcome, run_input
-from .settle import write_to_completion
+from .cancellation import write_to_completion
+from .run_tally import RunTally, model_identifier, record_outcome, run_input
 
 if TYPE_CHECKING:
     from agents.agent import Agent

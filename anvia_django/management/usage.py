@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.management.base import OutputWrapper
 
-from anvia_django.core.memory.runs import RunTotals
+from anvia_django.core.memory.run_records import RunTotals
 from anvia_django.persistence import usage_by_user
 
 from .transcript import terminal_safe

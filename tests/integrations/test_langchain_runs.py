@@ -129,7 +129,7 @@ def test_a_run_record_that_fails_leaves_its_messages_unwritten(
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("run table unavailable")
 
-    monkeypatch.setattr("anvia_django.integrations.runs.record_run", refuse)
+    monkeypatch.setattr("anvia_django.integrations.run_tally.record_run", refuse)
     with pytest.raises(RuntimeError, match="run table unavailable"):
         ADDS[add](history, [HumanMessage("hi"), REPLIES[0]])
 

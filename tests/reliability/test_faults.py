@@ -25,7 +25,7 @@ from anvia_django import signals
 from anvia_django.core.memory import MemoryContext, MemoryErrorInput, Message
 from anvia_django.core.memory.branches import MemoryForkInput
 from anvia_django.core.memory.compaction import MemoryCompactionInput
-from anvia_django.core.memory.runs import MemoryRunInput
+from anvia_django.core.memory.run_records import MemoryRunInput
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage
 from anvia_django.persistence import append_messages, pop_last_message, reconnect
 from anvia_django.store import DjangoMemoryStore

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from anvia_django.core.memory.runs import TokenUsage
+from anvia_django.core.memory.run_records import TokenUsage
 from anvia_django.core.memory.types import JsonObject, Message
 from anvia_django.core.runtime.model import ModelReply, ToolSpec
 

@@ -24,7 +24,7 @@ from .errors import (
 )
 from .in_process import InProcessMemoryInspector, InProcessMemoryStore
 from .options import resolve_memory_options
-from .runs import (
+from .run_records import (
     RUN_STATUSES,
     MemoryRunInput,
     RunRecord,

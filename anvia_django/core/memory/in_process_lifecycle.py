@@ -34,7 +34,7 @@ from .compaction import (
 from .entries import HistoryEntry, StoredRow, windowed_entries
 from .errors import ConversationScopeError, InvalidMemoryInputError
 from .in_process_rows import SERIALS, StoredConversation, StoredSummary
-from .runs import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
+from .run_records import MemoryRunInput, RunRecord, RunTotals, TokenUsage, validate_run_input
 from .types import MemoryContext, MemoryConversationSummary, Message
 from .validation import InputLimits, validate_context, validate_message
 

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .runs import RunRecord
+from .run_records import RunRecord
 from .types import FailedRunRecord
 
 SERIALS: itertools.count[int] = itertools.count()

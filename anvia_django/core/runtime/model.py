@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from anvia_django.core.memory.runs import TokenUsage
+from anvia_django.core.memory.run_records import TokenUsage
 from anvia_django.core.memory.types import JsonObject, Message
 
 from .errors import InvalidModelOutputError

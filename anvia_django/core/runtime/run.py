@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from anvia_django.core.memory.errors import ConversationScopeError, MemoryNotConfiguredError
-from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
+from anvia_django.core.memory.run_records import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import MemoryContext, MemoryErrorInput, MemoryStore, Message
 
 from .compaction import compact_if_over_budget, load_history

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pydantic_ai.messages import ModelMessage, ModelResponse, repair_messages
 
 from anvia_django.core.memory.errors import ConversationScopeError
-from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
+from anvia_django.core.memory.run_records import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import (
     MemoryAppendInput,
     MemoryContext,
@@ -40,8 +40,8 @@ from anvia_django.core.memory.types import (
     MemorySavePolicy,
     MemoryStore,
 )
-from anvia_django.integrations.runs import model_identifier
-from anvia_django.integrations.settle import to_completion
+from anvia_django.integrations.cancellation import to_completion
+from anvia_django.integrations.run_tally import model_identifier
 
 from .codec import messages_to_stored, stored_to_messages
 from .stored_form import stored_run_id

@@ -14,7 +14,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from anvia_django.conf import app_settings
-from anvia_django.core.memory.runs import (
+from anvia_django.core.memory.run_records import (
     MemoryRunInput,
     RunRecord,
     RunTotals,

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
-from anvia_django.core.memory.runs import MemoryRunInput, RunStatus, TokenUsage
+from anvia_django.core.memory.run_records import MemoryRunInput, RunStatus, TokenUsage
 from anvia_django.core.memory.types import MemoryAppendInput, MemoryContext, MemoryErrorInput
 from anvia_django.core.memory.validation import validate_identifier
 from anvia_django.persistence import append_messages, record_failed_run, record_run

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from anvia_django.integrations.settle import write_to_completion
+from anvia_django.integrations.cancellation import write_to_completion
 from tests.helpers import run
 
 
