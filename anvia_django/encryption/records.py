@@ -23,7 +23,7 @@ from .envelope import (
     is_envelope,
     seal_with_aad,
 )
-from .keys import cipher_for, data_key_for, owner_of
+from .keys import cipher_for
 
 
 def failed_run_place(run_id: str) -> str:
@@ -36,15 +36,6 @@ def summary_place(covers_through: int) -> str:
 
 def _aad(key_id: int, conversation_id: int, place: str) -> bytes:
     return f"anvia-record\x00{VERSION}\x00{key_id}\x00{conversation_id}\x00{place}".encode()
-
-
-def seal_record(
-    alias: str, owner: tuple[str | None, str], conversation_id: int, place: str, text: str
-) -> str:
-    """The envelope (JSON text) of ``text`` (JSON) kept at ``place`` of the
-    conversation (``owner``: its user id and ref, which choose the data key)."""
-    key_id, cipher = data_key_for(alias, owner_of(*owner))
-    return seal_record_with(cipher, key_id, conversation_id, place, text)
 
 
 def seal_record_with(

@@ -7,7 +7,6 @@ these functions; none of them queries the models on its own.
 from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import (
     ConversationPage,
-    FailedRunRecord,
     FoundConversation,
     MessagePage,
     find_conversation,
@@ -19,7 +18,7 @@ from anvia_django.persistence.inspector.conversations import (
     validate_after,
     validate_limit,
 )
-from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey
+from anvia_django.persistence.inspector.keyset import RowKey
 from anvia_django.persistence.inspector.listing_columns import (
     opened_preview_source,
     with_preview_columns,
@@ -30,8 +29,6 @@ from anvia_django.persistence.inspector.metadata_values import (
 )
 from anvia_django.persistence.inspector.row_ids import conversation_row_ids, run_row_ids
 from anvia_django.persistence.inspector.search import (
-    SearchHit,
-    SearchPage,
     first_matching_positions,
     matching_conversations,
     search_conversation_page,
@@ -42,14 +39,12 @@ from anvia_django.persistence.inspector.search import (
 from anvia_django.persistence.lifecycle.compaction import (
     list_summaries,
     list_summary_page,
-    load_compacted,
     load_through_summary,
     plan_compaction,
     write_summary,
 )
 from anvia_django.persistence.lifecycle.entries import load_entries
 from anvia_django.persistence.lifecycle.forks import (
-    LineagePage,
     conversation_lineage,
     fork_conversation,
     lineage_page,
@@ -87,15 +82,10 @@ __all__ = [
     "DeletionCounts",
     "ExportRecord",
     "ExportedMessage",
-    "FailedRunRecord",
     "FoundConversation",
-    "KeysetPage",
-    "LineagePage",
     "MessagePage",
     "MetadataString",
     "RowKey",
-    "SearchHit",
-    "SearchPage",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -118,7 +108,6 @@ __all__ = [
     "list_runs",
     "list_summaries",
     "list_summary_page",
-    "load_compacted",
     "load_entries",
     "load_latest_messages",
     "load_messages",

@@ -40,7 +40,6 @@ from anvia_django.persistence.inspector.rows import (
     FAILED_RUN_FIELDS,
     MESSAGE_FIELDS,
     SUMMARY_FIELDS,
-    as_utc,
     failed_run_from_row,
     message_from_row,
     summary_from_row,
@@ -289,21 +288,3 @@ def _conversations(by_user: bool) -> QuerySet[Conversation, Any]:
             user_id=Slot("user_id", _CONVERSATION.get_field("user_id"))
         )
     return conversations
-
-
-__all__ = [
-    "ConversationPage",
-    "FailedRunRecord",
-    "FoundConversation",
-    "MessagePage",
-    "as_utc",
-    "find_conversation",
-    "get_conversation_with_messages",
-    "is_wellformed_ref",
-    "list_conversation_page",
-    "list_conversation_summaries",
-    "list_failed_runs",
-    "list_message_page",
-    "validate_after",
-    "validate_limit",
-]

@@ -271,16 +271,3 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-__all__ = [
-    "MAX_QUERY_LENGTH",
-    "SearchHit",
-    "SearchPage",
-    "first_matching_positions",
-    "matching_conversations",
-    "search_conversation_page",
-    "search_message_page",
-    "search_messages",
-    "validate_query",
-]
