@@ -251,7 +251,7 @@ def test_a_writer_with_an_older_clock_reading_never_moves_time_back(monkeypatch)
     run(store.append, append_input("s1", [user("first")]))
     first = Conversation.objects.get().updated_at
     earlier = timezone.now() - timedelta(seconds=10)
-    monkeypatch.setattr("anvia_django.persistence.transcript.writes.timezone.now", lambda: earlier)
+    monkeypatch.setattr("anvia_django.persistence.transcript.append.timezone.now", lambda: earlier)
     run(store.append, append_input("s1", [assistant("second")], turn=2))
     assert Conversation.objects.get().updated_at == first
     stamps = list(MemoryMessage.objects.order_by("position").values_list("created_at", flat=True))

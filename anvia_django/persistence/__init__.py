@@ -67,10 +67,10 @@ from anvia_django.persistence.maintenance import (
     iter_export_records,
     resolve_conversation,
 )
+from anvia_django.persistence.transcript.append import append_messages
 from anvia_django.persistence.transcript.deletion import DeletionCounts
 from anvia_django.persistence.transcript.load import load_latest_messages, load_messages
 from anvia_django.persistence.transcript.writes import (
-    append_messages,
     clear_conversation,
     pop_last_message,
     record_failed_run,

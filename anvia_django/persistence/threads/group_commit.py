@@ -44,7 +44,7 @@ from anvia_django.persistence.dialects import (
 )
 from anvia_django.persistence.threads.pool import CallResult, QueuedCall, RunAsGroup
 from anvia_django.persistence.transcript import unconfirmed
-from anvia_django.persistence.transcript.writes import (
+from anvia_django.persistence.transcript.append import (
     announce_append,
     append_validated,
     validated_append,
