@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from .workers import setup_django, wait_until
+from typing import Any
+
+from .workers import setup_django, start_together
 
 TENANT_SCOPE = {"user_id": True, "metadata_keys": ["tenant_id"]}
 
 
 def append_as_tenant(
-    database_name: str | None, session_ids: list[str], writer: int, start_at: float
+    database_name: str | None, session_ids: list[str], writer: int, gate: Any
 ) -> int:
     """Append once to each new session, as tenant ``t<writer % 2>`` with no
     user id: every session is created by four writers of each tenant at once."""
@@ -22,7 +24,7 @@ def append_as_tenant(
 
     scope = parse_scope(TENANT_SCOPE)
     tenant = f"t{writer % 2}"
-    wait_until(start_at)
+    start_together(gate)
     try:
         for session_id in session_ids:
             context = MemoryContext(session_id, metadata={"tenant_id": tenant})
