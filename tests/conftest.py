@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 from _pytest import runner
+from django.contrib.auth.models import User
 from django.db import connection, connections
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
+from rest_framework.test import APIClient
 
 from anvia_django import conf, signals
 from anvia_django.persistence.threads import close_db_threads
@@ -200,6 +202,18 @@ def _store_threads_closed_after_each_test() -> Iterator[None]:
     the next test must start without them, as a new process would."""
     yield
     close_db_threads()
+
+
+@pytest.fixture
+def staff() -> APIClient:
+    """An API client authenticated as a staff member ("staff"), holding no
+    permissions of its own: what the inspector API's default rule lets in.
+
+    ``force_authenticate``: no session or user queries, so a test's query
+    counts are the API's own. The test must have database access."""
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("staff", is_staff=True))
+    return client
 
 
 @pytest.fixture

@@ -38,11 +38,6 @@ def client_of(account: User) -> APIClient:
 
 
 @pytest.fixture
-def staff() -> APIClient:
-    return client_of(User.objects.create_user("staff", is_staff=True))
-
-
-@pytest.fixture
 def alice() -> User:
     return User.objects.create_user("alice")
 
