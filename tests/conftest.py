@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ for _size, _examples in HYPOTHESIS_EXAMPLES.items():
         deadline=None,  # a shared 2-core machine: no timing in tests
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
-        database=None if os.environ.get("CI") else hypothesis_settings.default.database,
+        database=None if os.environ.get("CI") else hypothesis_settings().database,
     )
 # Loaded on import, before the test modules build their settings from it;
 # ``--hypothesis-profile`` (or HYPOTHESIS_PROFILE) still picks another.
@@ -132,9 +132,9 @@ def _postgresql_test_flush_deletes() -> Iterator[None]:
     truncate = DatabaseOperations.sql_flush
 
     def delete_rows(
-        self: DatabaseOperations,
+        self: Any,
         style: Any,
-        tables: list[str],
+        tables: Sequence[str],
         *,
         reset_sequences: bool = False,
         allow_cascade: bool = False,
