@@ -30,6 +30,13 @@ SERVER_LOCK_WAITS = {
 }
 
 
+POLL_SECONDS = {
+    # InnoDB refreshes what information_schema.innodb_trx shows only once it
+    # has not been read for 0.1 s: polled more often, it never changes.
+    "mysql": 0.25,
+}
+
+
 class StatementWatch:
     """The statements running on the connections it wraps: in the thread
     that will wait, ``with connection.execute_wrapper(watch):``."""
@@ -65,5 +72,33 @@ def wait_for_a_lock_wait(watch: StatementWatch, timeout: float = 20) -> None:
                 return
         elif any(sql.startswith("BEGIN IMMEDIATE") for sql in list(watch.running)):
             return
-        time.sleep(0.005)
-    raise AssertionError(f"no statement waited for a lock within {timeout} s")
+        time.sleep(POLL_SECONDS.get(connection.vendor, 0.005))
+    raise AssertionError(
+        f"no statement waited for a lock within {timeout} s: {_sessions()!r}"
+        f" (running on the watched connection: {watch.running!r})"
+    )
+
+
+SESSIONS = {
+    "postgresql": (
+        "SELECT pid, state, wait_event_type, wait_event, query FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ),
+    "mysql": (
+        "SELECT process.id, process.state, process.info, trx.trx_state"
+        " FROM information_schema.processlist AS process"
+        " LEFT JOIN information_schema.innodb_trx AS trx"
+        " ON process.id = trx.trx_mysql_thread_id"
+        " WHERE process.db = DATABASE() AND process.id <> CONNECTION_ID()"
+    ),
+}
+
+
+def _sessions() -> list[tuple[object, ...]]:
+    """What the server shows of this database's other sessions, for a failure message."""
+    query = SESSIONS.get(connection.vendor)
+    if query is None:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return list(cursor.fetchall())

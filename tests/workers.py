@@ -1,6 +1,6 @@
 """Code that runs in child processes of the concurrency tests.
 
-Each child configures Django itself (spawned processes share nothing with
+Each child configures Django itself (worker processes share nothing with
 the parent) and points at the test database the parent created. Workers
 begin together at a start gate (:func:`start_together`), once every one of
 them is ready, however long starting took.

@@ -1,4 +1,4 @@
-"""Compaction workers for the concurrency tests (threads or spawned processes)."""
+"""Compaction workers for the concurrency tests (threads or worker processes)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import pytest
 from django.db import connection, connections
 
 from anvia_django.models import FailedRun
-from tests.concurrently import SPAWN
+from tests.concurrently import PROCESSES, apply
 from tests.test_concurrency import kept_appends
 
 from . import clear_workers
@@ -43,17 +43,20 @@ def test_clear_beside_appends_and_failed_runs() -> None:
     database_name = connection.settings_dict["NAME"]
     connections.close_all()
     # The nine processes set Django up, then begin together at the gate.
-    with SPAWN.Manager() as manager, SPAWN.Pool(WRITERS + 1) as pool:
+    with PROCESSES.Manager() as manager, PROCESSES.Pool(WRITERS + 1) as pool:
         clears_done, gate = manager.Event(), manager.Barrier(WRITERS + 1)
         writers = [
-            pool.apply_async(
+            apply(
+                pool,
                 clear_workers.write_and_fail,
                 (database_name, session_ids, writer, DURATION, clears_done, gate),
             )
             for writer in range(WRITERS)
         ]
-        clearer = pool.apply_async(
-            clear_workers.clear_until, (database_name, session_ids, DURATION, clears_done, gate)
+        clearer = apply(
+            pool,
+            clear_workers.clear_until,
+            (database_name, session_ids, DURATION, clears_done, gate),
         )
         # An error in any process (a deadlock reaching a caller) fails here.
         clears, conflicts = clearer.get(timeout=DURATION + 600)
