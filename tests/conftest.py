@@ -1,32 +1,153 @@
 from __future__ import annotations
 
+import contextvars
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+from _pytest import runner
+from django.contrib.auth.models import User
 from django.db import connection, connections
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+from rest_framework.test import APIClient
 
 from anvia_django import conf, signals
 from anvia_django.persistence.threads.dispatch import close_db_threads
+from tests.reliability.budget import level
+
+HYPOTHESIS_EXAMPLES = {"smoke": 50, "ci": 100, "long": 1000}
+"""Examples per property test at each size of the run (ANVIA_RELIABILITY),
+unless a test names its own ``max_examples``."""
+
+for _size, _examples in HYPOTHESIS_EXAMPLES.items():
+    # Randomized everywhere: each run searches new examples (Hypothesis's
+    # own "ci" profile, which it loads when CI is set, would try the same
+    # ones every time). A failure prints its @reproduce_failure blob, and
+    # ``--hypothesis-seed=N`` replays a whole run's choices.
+    hypothesis_settings.register_profile(
+        f"anvia-{_size}",
+        max_examples=_examples,
+        derandomize=False,
+        deadline=None,  # a shared 2-core machine: no timing in tests
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+        database=None if os.environ.get("CI") else hypothesis_settings().database,
+    )
+# Loaded on import, before the test modules build their settings from it;
+# ``--hypothesis-profile`` (or HYPOTHESIS_PROFILE) still picks another.
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or f"anvia-{level()}")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    profile = hypothesis_settings.get_current_profile_name()
+    return f"hypothesis: {profile}, randomized; a failure prints @reproduce_failure to replay it"
+
 
 DEFAULT_SCOPE_SETTING = dict(conf.DEFAULTS["SCOPE"])
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """Each test runs in a copy of the context, dropped after it.
+
+    ``async_to_sync`` copies the context variables its event loop's thread
+    made back into the caller's context; Django's ``connections`` makes one
+    in each new such thread (asgiref's ``Local``), so every call from a sync
+    test left one more behind. A worker's context grew by thousands over a
+    run, and each ``async_to_sync`` call walks all of them: the model-based
+    tests ran 4-15 times slower late in a run than alone."""
+    contextvars.copy_context().run(runner.pytest_runtest_protocol, item, nextitem)
+    return True
+
+
+# Marks that say which databases a test needs: the vendors it runs on, and
+# its reason to skip elsewhere.
+NEEDS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "postgres": (lambda v: v == "postgresql", "needs PostgreSQL (ANVIA_TEST_DB=postgres)"),
+    "sqlite": (lambda v: v == "sqlite", "needs SQLite"),
+    "mysql": (lambda v: v == "mysql", "needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"),
+    "server": (lambda v: v != "sqlite", "needs a database server, not SQLite"),
+}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skips the tests marked for other databases, and makes a test marked
+    ``transactional_on(*vendors)`` transactional on those vendors only.
+
+    Marks, not keywords: a parameter or a test named "sqlite" is no mark.
+    Runs before pytest-django's own hook, which orders the tests by the
+    kind of database access they end up with.
+    """
     vendor = connection.vendor
     for item in items:
-        if "postgres" in item.keywords and vendor != "postgresql":
-            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL (ANVIA_TEST_DB=postgres)"))
-        if "sqlite" in item.keywords and vendor != "sqlite":
-            item.add_marker(pytest.mark.skip(reason="needs SQLite"))
-        if "mysql" in item.keywords and vendor != "mysql":
-            item.add_marker(pytest.mark.skip(reason="needs MariaDB/MySQL (ANVIA_TEST_DB=mariadb)"))
-        if "server" in item.keywords and vendor == "sqlite":
-            item.add_marker(pytest.mark.skip(reason="needs a database server, not SQLite"))
+        for name, (runs_on, reason) in NEEDS.items():
+            if item.get_closest_marker(name) is not None and not runs_on(vendor):
+                item.add_marker(pytest.mark.skip(reason=reason))
+        transactional_on = item.get_closest_marker("transactional_on")
+        if transactional_on is not None:
+            item.add_marker(_django_db_for(item, vendor in transactional_on.args), append=False)
+
+
+def _django_db_for(item: pytest.Item, transaction: bool) -> pytest.MarkDecorator:
+    """The item's ``django_db`` mark with ``transaction`` set: a test that
+    needs committed rows on one database (MariaDB's full-text index sees
+    only those) pays for the flush after it there and nowhere else."""
+    django_db = item.get_closest_marker("django_db")
+    if django_db is not None and (django_db.args or "transaction" in django_db.kwargs):
+        raise pytest.UsageError(
+            f"{item.nodeid}: transactional_on decides transaction=; drop it from django_db"
+        )
+    kwargs = {} if django_db is None else dict(django_db.kwargs)
+    return pytest.mark.django_db(transaction=transaction, **kwargs)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(True, marks=pytest.mark.server, id="processes"),
+        pytest.param(False, id="threads"),
+    ]
+)
+def processes(request: pytest.FixtureRequest) -> bool:
+    """A concurrency test's workers: OS processes (on a server: SQLite's
+    one writer makes separate processes no different race from threads),
+    then threads of the test process (tests/concurrently.py)."""
+    return bool(request.param)
 
 
 OWNER_CHECKED_SCOPE = {"user_id": False, "metadata_keys": []}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _postgresql_test_flush_deletes() -> Iterator[None]:
+    """After a transactional test, PostgreSQL's flush DELETEs the rows
+    instead of TRUNCATE: on the few rows a test leaves, TRUNCATE (new files
+    for every table and index) took about 45 ms a test, DELETE about 2 ms.
+    The flush command runs its statements in one transaction, and Django's
+    foreign keys on PostgreSQL are deferred, so the order does not matter."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def delete_rows(
+        self: Any,
+        style: Any,
+        tables: Sequence[str],
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if reset_sequences or allow_cascade:
+            return truncate(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        return [f"DELETE FROM {self.quote_name(table)};" for table in tables]
+
+    DatabaseOperations.sql_flush = delete_rows  # type: ignore[method-assign]
+    yield
+    DatabaseOperations.sql_flush = truncate  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -84,6 +205,18 @@ def _store_threads_closed_after_each_test() -> Iterator[None]:
 
 
 @pytest.fixture
+def staff() -> APIClient:
+    """An API client authenticated as a staff member ("staff"), holding no
+    permissions of its own: what the inspector API's default rule lets in.
+
+    ``force_authenticate``: no session or user queries, so a test's query
+    counts are the API's own. The test must have database access."""
+    client = APIClient()
+    client.force_authenticate(User.objects.create_user("staff", is_staff=True))
+    return client
+
+
+@pytest.fixture
 def appended() -> Iterator[list[dict[str, Any]]]:
     """The arguments of every ``messages_appended`` sent during the test."""
     calls: list[dict[str, Any]] = []
@@ -101,9 +234,11 @@ def pooled_alias() -> Iterator[str]:
     """A second alias to the test database through Django's psycopg pool.
 
     Module-scoped so that it exists before pytest-django checks the test's
-    ``databases``.
+    ``databases``. ``psycopg_pool`` comes with the dev extra: without it the
+    test fails rather than skip unseen.
     """
-    pytest.importorskip("psycopg_pool")
+    import psycopg_pool  # noqa: F401 - Django's pool option needs it
+
     alias = "pooled"
     default = connections["default"].settings_dict
     connections.settings[alias] = {

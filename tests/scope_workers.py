@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from .workers import setup_django, wait_until
+from typing import Any
+
+from .workers import setup_django, start_together
 
 TENANT_SCOPE = {"user_id": True, "metadata_keys": ["tenant_id"]}
 
 
 def append_as_tenant(
-    database_name: str | None, session_ids: list[str], writer: int, start_at: float
+    database_name: str | None, session_ids: list[str], writer: int, gate: Any
 ) -> int:
     """Append once to each new session, as tenant ``t<writer % 2>`` with no
     user id: every session is created by four writers of each tenant at once."""
@@ -22,7 +24,7 @@ def append_as_tenant(
 
     scope = parse_scope(TENANT_SCOPE)
     tenant = f"t{writer % 2}"
-    wait_until(start_at)
+    start_together(gate)
     try:
         for session_id in session_ids:
             context = MemoryContext(session_id, metadata={"tenant_id": tenant})
@@ -37,7 +39,7 @@ TENANTS_AND_USERS = [(tenant, user) for tenant in ("acme", "globex") for user in
 
 
 def append_in_groups_to_one_session_id(
-    database_name: str | None, session_id: str, writer: int, appends: int, start_at: float
+    database_name: str | None, session_id: str, writer: int, appends: int, gate: Any
 ) -> list[float]:
     """``appends`` appends to ``session_id`` from 8 tasks at once, through a
     store with one thread (so they queue and run as groups), each task under
@@ -74,7 +76,7 @@ def append_in_groups_to_one_session_id(
         results = await asyncio.gather(*(task(number) for number in range(tasks)))
         return [seconds for result in results for seconds in result]
 
-    wait_until(start_at)
+    start_together(gate)
     try:
         with override_settings(ANVIA_DJANGO={"STORE_THREADS": 1}):
             return asyncio.run(all_tasks())

@@ -1,6 +1,6 @@
 """The admin's search box finds message text and links each hit to its message.
 
-``transaction=True``: InnoDB's FULLTEXT index sees committed rows only.
+Transactional on MariaDB only: InnoDB's FULLTEXT index sees committed rows only.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .helpers import append_input, assistant, user
 from .test_admin import viewer
 from .test_search import HOSTILE
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
 
 CONVERSATIONS = "/admin/anvia_django/conversation/"
 MESSAGES = "/admin/anvia_django/memorymessage/"

@@ -26,13 +26,6 @@ MESSAGE_KEYS = {"position", "runId", "turn", "createdAt", "message"}
 
 
 @pytest.fixture
-def staff() -> APIClient:
-    client = APIClient()
-    client.force_login(User.objects.create_user("staff", password="pw", is_staff=True))
-    return client
-
-
-@pytest.fixture
 def conversation() -> Conversation:
     append_messages(append_input("thread-1", [user("Hi")], user_id="u1", metadata={"k": "v"}))
     append_messages(append_input("thread-1", [assistant("Hello!")], turn=2, user_id="u1"))

@@ -8,7 +8,6 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.core import signing
 from django.test import Client
 
@@ -24,13 +23,6 @@ BROWSER_ACCEPT = (
     "image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7"
 )
 _HREF = re.compile(r'href="([^"]+)"[^>]*rel="next"')
-
-
-@pytest.fixture
-def staff() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_user("browser-staff", is_staff=True))
-    return client
 
 
 def browse(client: Client, url: str, **params: Any) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
@@ -19,13 +18,6 @@ from .inspector_data import make_conversations
 from .inspector_records import make_forks, make_runs, make_summaries
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_superuser("lists-staff"))
-    return client
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
@@ -18,14 +17,6 @@ from .helpers import append_input, assistant, user
 from .inspector_data import EPOCH, make_conversations, make_messages, message_at
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff() -> APIClient:
-    client = APIClient()
-    # force_authenticate: no session or user queries, so counts are the API's own.
-    client.force_authenticate(User.objects.create_user("staff", is_staff=True))
-    return client
 
 
 def newest_first(conversations: list[Conversation]) -> list[str]:

@@ -111,8 +111,17 @@ def test_everyone_else_is_refused_with_no_data(conversation: Conversation, make:
 
 def test_superusers_see_everything(conversation: Conversation) -> None:
     client = api(User.objects.create_superuser("all-seeing"))
+    # What a staff member granted every view permission sees, to the byte.
+    granted = api(user_with(*ALL_VIEWS))
     for url in [*conversation_urls(conversation.ref), f"{detail_url(conversation.ref)}runs/"]:
-        assert client.get(url).status_code == 200, url
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert response.content == granted.get(url).content, url
+    # ... which is all of it.
+    assert [listed["ref"] for listed in client.get(LIST_URL).json()] == [conversation.ref]
+    messages = client.get(messages_url(conversation.ref)).json()
+    assert [message["position"] for message in messages] == [0, 1, 2]
+    assert len(client.get(f"{detail_url(conversation.ref)}runs/").json()["runs"]) == 2
 
 
 @pytest.mark.parametrize(

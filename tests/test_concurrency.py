@@ -12,55 +12,20 @@ empty or holding only whole appends made after it.
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection, connections
 
 from anvia_django.models import Conversation, MemoryMessage
 
 from . import workers
+from .concurrently import Job, run_at_once
 from .reliability.budget import scaled
 from .reliability.report import record
 
 WRITERS = 8
 APPENDS_PER_WRITER = scaled(ci=100, long=1000)
-START_DELAY = 2.0
-"""Seconds for every worker to start before they all begin at once."""
-
-Job = tuple[Callable[..., int], tuple[Any, ...]]
-
-
-def run_at_once(jobs: list[Job], *, processes: bool) -> list[int]:
-    """Run the jobs concurrently; the first argument of each is the database name."""
-    start_at = time.time() + START_DELAY
-    if processes:
-        database_name = connection.settings_dict["NAME"]
-        connections.close_all()
-        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-            pending = [pool.apply_async(fn, (database_name, *args, start_at)) for fn, args in jobs]
-            return [result.get(timeout=600) for result in pending]
-    results: list[int] = [0] * len(jobs)
-    errors: list[BaseException] = []
-
-    def work(slot: int, fn: Callable[..., int], args: tuple[Any, ...]) -> None:
-        try:
-            results[slot] = fn(None, *args, start_at)
-        except BaseException as exc:  # reported below, in the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(n, *job)) for n, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == [], "an error reached a caller"
-    return results
 
 
 def kept_appends(session_id: str) -> dict[int, list[int]]:
@@ -125,35 +90,19 @@ def writer_jobs(session_ids: list[str]) -> list[Job]:
     return [(workers.append_many, (session_ids, w, APPENDS_PER_WRITER)) for w in range(WRITERS)]
 
 
-@pytest.mark.server
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("sessions", [1, 50])
-def test_processes_appending_at_once(sessions: int) -> None:
-    session_ids = [f"shared-{n}" for n in range(sessions)]
-    written = run_at_once(writer_jobs(session_ids), processes=True)
+def test_writers_appending_at_once(processes: bool, sessions: int) -> None:
+    kind = "processes" if processes else "threads"
+    session_ids = [f"{kind}-{n}" for n in range(sessions)]
+    written = run_at_once(writer_jobs(session_ids), processes=processes)
     assert written == [APPENDS_PER_WRITER] * WRITERS
-    assert_nothing_lost(session_ids, processes=WRITERS, kind="processes")
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("sessions", [1, 50])
-def test_threads_appending_at_once(sessions: int) -> None:
-    session_ids = [f"threads-{n}" for n in range(sessions)]
-    written = run_at_once(writer_jobs(session_ids), processes=False)
-    assert written == [APPENDS_PER_WRITER] * WRITERS
-    assert_nothing_lost(session_ids, processes=WRITERS, kind="threads")
+    assert_nothing_lost(session_ids, processes=WRITERS, kind=kind)
 
 
 NEW_SESSIONS = scaled(ci=40, long=400, smoke=15)
 
 
-@pytest.mark.parametrize(
-    "processes",
-    [
-        pytest.param(True, marks=pytest.mark.server, id="processes"),
-        pytest.param(False, id="threads"),
-    ],
-)
 @pytest.mark.django_db(transaction=True)
 def test_writers_racing_to_create_each_new_session(processes: bool) -> None:
     # Every append is a first append to its session, raced by the others:
@@ -196,13 +145,6 @@ def assert_only_whole_appends_after_a_clear(session_id: str, clears: int, *, kin
     )
 
 
-@pytest.mark.parametrize(
-    "processes",
-    [
-        pytest.param(True, marks=pytest.mark.server, id="processes"),
-        pytest.param(False, id="threads"),
-    ],
-)
 @pytest.mark.django_db(transaction=True)
 def test_clear_against_appends(processes: bool) -> None:
     session_id = "cleared-while-written"

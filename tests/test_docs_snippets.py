@@ -33,6 +33,7 @@ from django.urls import URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern
 
 from anvia_django import checks
+from anvia_django.api.views import ConversationViewSet
 from anvia_django.models import AgentRun, Conversation, MemorySummary
 
 from .docs.blocks import Block, documents, python_blocks
@@ -148,7 +149,10 @@ def test_the_extraction_finds_the_blocks_and_the_marker(tmp_path: Path) -> None:
 def test_the_project_urls_still_route_the_documented_paths() -> None:
     # The docs' urls.py blocks are checked against a resolver built from
     # them; this keeps that resolver honest against Django's own.
-    assert get_resolver().resolve("/anvia/api/conversations/").func is not None
+    match = get_resolver().resolve("/anvia/api/conversations/")
+    assert match.view_name == "anvia_django:conversation-list"
+    view: Any = match.func
+    assert (view.cls, view.actions["get"]) == (ConversationViewSet, "list")
 
 
 @pytest.fixture

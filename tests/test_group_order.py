@@ -21,9 +21,9 @@ from anvia_django.persistence.threads.group_commit import appends_together
 from anvia_django.persistence.threads.pool import QueuedCall
 
 from . import scope_workers
+from .concurrently import run_at_once
 from .helpers import user
 from .reliability.report import record
-from .test_concurrency import run_at_once
 
 TENANT_SCOPE = {"user_id": True, "metadata_keys": ["tenant_id"]}
 SCOPE = parse_scope(TENANT_SCOPE)

@@ -4,7 +4,6 @@ and on PostgreSQL an append that is no retry is one statement."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +16,7 @@ from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages, load_messages
 
 from .helpers import append_input, assistant, user
+from .lock_waits import StatementWatch, wait_for_a_lock_wait
 
 
 @pytest.mark.django_db(transaction=True)
@@ -28,13 +28,16 @@ def test_a_retry_waiting_on_the_original_append_writes_nothing() -> None:
     batch = [assistant("a"), {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
     locked, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
+    watch = StatementWatch()
+    order: list[str] = []
 
     def original() -> None:
         try:
             with transaction.atomic():
                 append_messages(append_input("s", batch, turn=2))
                 locked.set()
-                release.wait(10)
+                release.wait(20)
+                order.append("original releases")
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
         finally:
@@ -42,8 +45,10 @@ def test_a_retry_waiting_on_the_original_append_writes_nothing() -> None:
 
     def retry() -> None:
         try:
-            locked.wait(10)
-            append_messages(append_input("s", batch, turn=2))
+            locked.wait(20)
+            with connection.execute_wrapper(watch):
+                append_messages(append_input("s", batch, turn=2))
+            order.append("retry returns")
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
         finally:
@@ -52,12 +57,17 @@ def test_a_retry_waiting_on_the_original_append_writes_nothing() -> None:
     threads = [threading.Thread(target=original), threading.Thread(target=retry)]
     for thread in threads:
         thread.start()
-    assert locked.wait(10)
-    time.sleep(0.3)  # let the retry reach the lock and wait on it
+    assert locked.wait(20)
+    # The retry is seen waiting for the original's lock (on the server, or
+    # on SQLite inside the statement that takes the write lock)...
+    wait_for_a_lock_wait(watch)
+    order.append("retry waits")
     release.set()
     for thread in threads:
         thread.join(30)
     assert errors == []
+    # ... and returns only after the original committed.
+    assert order == ["retry waits", "original releases", "retry returns"]
     assert load_messages(MemoryContext("s")) == [user("q"), *batch]
     assert Conversation.objects.get().message_count == 3
     assert list(MemoryMessage.objects.order_by("position").values_list("position", flat=True)) == [

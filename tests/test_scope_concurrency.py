@@ -8,18 +8,12 @@ import pytest
 from anvia_django.models import Conversation, MemoryMessage
 
 from . import scope_workers
-from .test_concurrency import WRITERS, Job, run_at_once
+from .concurrently import Job, run_at_once
+from .test_concurrency import WRITERS
 
 SESSIONS = 10
 
 
-@pytest.mark.parametrize(
-    "processes",
-    [
-        pytest.param(True, marks=pytest.mark.server, id="processes"),
-        pytest.param(False, id="threads"),
-    ],
-)
 @pytest.mark.django_db(transaction=True)
 def test_tenants_racing_on_one_session_id_stay_apart(processes: bool) -> None:
     session_ids = [f"shared-{index}" for index in range(SESSIONS)]

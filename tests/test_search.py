@@ -1,7 +1,7 @@
 """Content search over message text (persistence/inspector/search.py), on every backend.
 
-``transaction=True``: InnoDB's FULLTEXT index sees committed rows only, so
-on MariaDB a row written inside the test's transaction could not be found.
+Transactional on MariaDB only: InnoDB's FULLTEXT index sees committed rows
+only, so a row written inside the test's transaction could not be found there.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from anvia_django.persistence.inspector.search import MAX_QUERY_LENGTH
 
 from .helpers import append_input, assistant, user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
 
 HOSTILE = [
     '"',

@@ -114,7 +114,13 @@ def test_clear_removes_conversation_messages_and_failed_runs() -> None:
 
 
 def test_clearing_an_unknown_session_is_not_an_error() -> None:
-    run(DjangoMemoryStore().clear, MemoryContext("nobody"))
+    store = DjangoMemoryStore()
+    run(store.append, append_input("s1", [user("kept")]))
+    before = snapshot()
+    assert run(store.clear, MemoryContext("nobody")) is None
+    # Nothing was made for the unknown session, nothing else changed.
+    assert snapshot() == before
+    assert run(store.load, MemoryContext("s1")) == [user("kept")]
 
 
 @pytest.mark.parametrize("operation", ["load", "append", "clear", "record_error"])

@@ -1,13 +1,16 @@
 """Code that runs in child processes of the concurrency tests.
 
-Each child configures Django itself (spawned processes share nothing with
-the parent) and points at the test database the parent created.
+Each child configures Django itself (worker processes share nothing with
+the parent) and points at the test database the parent created. Workers
+begin together at a start gate (:func:`start_together`), once every one of
+them is ready, however long starting took.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 
 def setup_django(database_name: str) -> None:
@@ -28,9 +31,16 @@ def setup_django(database_name: str) -> None:
         conf.app_settings.reload()
 
 
-def wait_until(start_at: float) -> None:
-    while time.time() < start_at:
-        time.sleep(0.001)
+START_TIMEOUT = 120.0
+"""Seconds a worker waits at the start gate for the others to be ready."""
+
+
+def start_together(gate: Any) -> None:
+    """Wait at ``gate``, a barrier with one party per worker of the test
+    (:func:`tests.concurrently.start_gate`): all begin the race at once. A
+    worker that never arrives breaks the barrier, and every worker fails
+    instead of racing fewer others."""
+    gate.wait(timeout=START_TIMEOUT)
 
 
 def writer_messages(writer: int, index: int) -> list[dict[str, str]]:
@@ -43,7 +53,7 @@ def writer_messages(writer: int, index: int) -> list[dict[str, str]]:
 
 
 def append_many(
-    database_name: str | None, session_ids: list[str], writer: int, count: int, start_at: float
+    database_name: str | None, session_ids: list[str], writer: int, count: int, gate: Any
 ) -> int:
     """Make ``count`` appends as ``writer``, round-robin over the sessions.
 
@@ -58,7 +68,7 @@ def append_many(
     from anvia_django.core.memory import MemoryAppendInput, MemoryContext
     from anvia_django.persistence import append_messages
 
-    wait_until(start_at)
+    start_together(gate)
     written = 0
     try:
         for index in range(count):
@@ -78,7 +88,7 @@ def append_many(
 
 
 def clear_repeatedly(
-    database_name: str | None, session_id: str, times: int, threshold: int, start_at: float
+    database_name: str | None, session_id: str, times: int, threshold: int, gate: Any
 ) -> int:
     """Clear the session up to ``times`` times, each once it holds ``threshold``
     messages; stop early when the writers have gone quiet for a second.
@@ -95,7 +105,7 @@ def clear_repeatedly(
     from anvia_django.models import Conversation
     from anvia_django.persistence import clear_conversation
 
-    wait_until(start_at)
+    start_together(gate)
     conversations = Conversation.objects.filter(session_id=session_id)
     cleared = 0
     try:
@@ -115,7 +125,7 @@ def clear_repeatedly(
 
 
 def append_to_new_sessions(
-    database_name: str | None, prefix: str, count: int, writer: int, start_at: float
+    database_name: str | None, prefix: str, count: int, writer: int, gate: Any
 ) -> int:
     """Append once to each of ``prefix-0`` .. ``prefix-<count-1>``, in order.
 
@@ -129,7 +139,7 @@ def append_to_new_sessions(
     from anvia_django.core.memory import MemoryAppendInput, MemoryContext
     from anvia_django.persistence import append_messages
 
-    wait_until(start_at)
+    start_together(gate)
     try:
         for index in range(count):
             append_messages(

@@ -1,7 +1,7 @@
 """Content search over encrypted messages through the keyed blind index
 (``ENCRYPTION["BLIND_INDEX"]``), on every backend.
 
-``transaction=True``: InnoDB's FULLTEXT index sees committed rows only.
+Transactional on MariaDB only: InnoDB's FULLTEXT index sees committed rows only.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from anvia_django.persistence import (
 from tests.encryption.support import encryption
 from tests.helpers import append_input, assistant, user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
 
 
 def blind_index() -> dict[str, Any]:

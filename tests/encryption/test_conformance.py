@@ -1,4 +1,9 @@
-"""The shipped store conformance suite, with encryption at rest on."""
+"""The shipped store conformance suite, with encryption at rest on.
+
+In a run with encryption on throughout (``ANVIA_TEST_ENCRYPTION=1``, the
+postgres-encrypted cell), tests/test_store_conformance.py is this suite
+already: there this module is not collected (tests/encryption/conftest.py).
+"""
 
 from __future__ import annotations
 

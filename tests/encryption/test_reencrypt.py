@@ -438,13 +438,6 @@ def test_a_writer_creating_a_conversation_with_the_retired_key_loses_nothing(
     _check_late_message("new", [], old_key)
 
 
-@pytest.mark.parametrize(
-    "processes",
-    [
-        pytest.param(True, marks=pytest.mark.server, id="processes"),
-        pytest.param(False, id="threads"),
-    ],
-)
 @pytest.mark.django_db(transaction=True)
 def test_reencrypt_while_8_writers_append_loses_nothing(processes: bool) -> None:
     with override_settings(ANVIA_DJANGO=OLD):  # every user's key made under k1

@@ -8,16 +8,14 @@ stays whole and each run's turns in order.
 
 from __future__ import annotations
 
-import multiprocessing
-import time
 from collections import defaultdict
 from typing import Any
 
 import pytest
-from django.db import connection, connections
 
 from anvia_django.core.memory.types import MemoryContext
 from anvia_django.store import DjangoMemoryStore
+from tests.concurrently import Job, run_at_once
 from tests.helpers import run, stored
 
 pytest.importorskip("pydantic_ai")
@@ -48,15 +46,8 @@ def prompt_of(messages: list[tuple[int, int, Any]]) -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_two_processes_running_one_thread_each_keep_every_run_whole() -> None:
-    database_name = connection.settings_dict["NAME"]
-    connections.close_all()
-    start_at = time.time() + 2.0
-    with multiprocessing.get_context("spawn").Pool(WORKERS) as pool:
-        jobs = [
-            pool.apply_async(pydantic_ai_workers.run_agents, (database_name, w, RUNS, start_at))
-            for w in range(WORKERS)
-        ]
-        assert [job.get(timeout=300) for job in jobs] == [RUNS] * WORKERS
+    jobs: list[Job] = [(pydantic_ai_workers.run_agents, (w, RUNS)) for w in range(WORKERS)]
+    assert run_at_once(jobs, processes=True, timeout=300) == [RUNS] * WORKERS
 
     by_run = rows_by_run("by-run")
     for messages in by_run.values():

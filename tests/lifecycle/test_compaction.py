@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
@@ -28,6 +25,7 @@ from anvia_django.core.memory import (
 from anvia_django.models import Conversation, MemorySummary
 from anvia_django.persistence import append_messages, rewind_conversation
 from anvia_django.store import DjangoMemoryStore
+from tests.concurrently import run_at_once
 from tests.core.doubles import ScriptedModel, assistant
 from tests.helpers import run, snapshot, user
 
@@ -309,35 +307,6 @@ def test_summaries_are_visible_in_the_api_and_the_admin() -> None:
     assert len(small) == len(large)
 
 
-def run_at_once(session_id: str, workers_count: int, *, processes: bool) -> list[int]:
-    start_at = time.time() + 1.0
-    if processes:
-        database_name = connection.settings_dict["NAME"]
-        connections.close_all()
-        with multiprocessing.get_context("spawn").Pool(workers_count) as pool:
-            pending = [
-                pool.apply_async(workers.compact_once, (database_name, session_id, start_at))
-                for _ in range(workers_count)
-            ]
-            return [result.get(timeout=120) for result in pending]
-    results: list[int] = []
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            results.append(workers.compact_once(None, session_id, start_at))
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=work) for _ in range(workers_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    return results
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "processes",
@@ -348,7 +317,7 @@ def run_at_once(session_id: str, workers_count: int, *, processes: bool) -> list
 )
 def test_workers_compacting_at_once_leave_one_summary(processes: bool) -> None:
     fill(DjangoMemoryStore(), "shared", runs=20, per_run=2)
-    kept = run_at_once("shared", 3, processes=processes)
+    kept = run_at_once([(workers.compact_once, ("shared",))] * 3, processes=processes)
     assert sorted(kept) == [0, 0, 1]
     (summary,) = MemorySummary.objects.all()  # instances: sealed ones are opened
     assert (summary.covers_through, summary.message) == (

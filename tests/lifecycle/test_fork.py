@@ -181,20 +181,14 @@ def test_a_deleted_source_leaves_the_fork_whole() -> None:
     assert lineage_of(None, "branch").forked_from == ForkLineage(None, None, 2)
 
 
-def staff() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_user("staff", is_staff=True))
-    return client
-
-
-def test_the_api_shows_lineage_both_ways_in_constant_queries() -> None:
+def test_the_api_shows_lineage_both_ways_in_constant_queries(staff: APIClient) -> None:
     store = DjangoMemoryStore()
     fill(store, "main", 4)
     refs = [
         run(store.fork, MemoryForkInput(MemoryContext("main"), f"b{i}", i)).ref for i in range(3)
     ]
     main = Conversation.objects.get(session_id="main")
-    client = staff()
+    client = staff
     body = client.get(f"/anvia/api/conversations/{main.ref}/lineage/").json()
     assert body["forkedFrom"] is None
     assert body["forks"] == [

@@ -192,12 +192,6 @@ def test_bad_run_records_are_refused_before_anything_is_written(
         assert store.runs("s-rec") == []
 
 
-def staff() -> APIClient:
-    client = APIClient()
-    client.force_authenticate(User.objects.create_user("staff", is_staff=True))
-    return client
-
-
 def seed_runs(session_id: str, count: int, user_id: str = "u1") -> Conversation:
     start = datetime(2026, 12, 1, tzinfo=UTC)
     for index in range(count):
@@ -214,9 +208,9 @@ def seed_runs(session_id: str, count: int, user_id: str = "u1") -> Conversation:
     return Conversation.objects.get(session_id=session_id)
 
 
-def test_the_api_lists_runs_with_totals_in_camel_case() -> None:
+def test_the_api_lists_runs_with_totals_in_camel_case(staff: APIClient) -> None:
     conversation = seed_runs("s-api", 5)
-    client = staff()
+    client = staff
     url = f"/anvia/api/conversations/{conversation.ref}/runs/"
     body = client.get(url, {"limit": 2}).json()
     assert body["totals"] == {
@@ -241,8 +235,8 @@ def test_the_api_lists_runs_with_totals_in_camel_case() -> None:
     assert client.post(url).status_code == 405
 
 
-def test_the_runs_endpoint_costs_the_same_queries_for_3_or_30_runs() -> None:
-    client = staff()
+def test_the_runs_endpoint_costs_the_same_queries_for_3_or_30_runs(staff: APIClient) -> None:
+    client = staff
     small, large = seed_runs("s-small", 3), seed_runs("s-large", 30)
     counts = []
     for conversation in (small, large):

@@ -1,19 +1,24 @@
-"""Compaction workers for the concurrency tests (threads or spawned processes)."""
+"""Compaction workers for the concurrency tests (threads or worker processes)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from tests.workers import setup_django, wait_until
+from tests.workers import setup_django, start_together
 
-SLOW_SUMMARY_SECONDS = 0.5
+SUMMARIES_TIMEOUT = 60.0
+"""Seconds a summariser waits for the other workers' summarisers."""
 
 
-def compact_once(database_name: str | None, session_id: str, start_at: float) -> int:
-    """Compact ``session_id`` with a slow summariser; 1 if this worker's summary was kept.
+def compact_once(database_name: str | None, session_id: str, gate: Any) -> int:
+    """Compact ``session_id``; 1 if this worker's summary was kept.
 
-    The summariser sleeps, so every worker has planned before any writes:
-    they all plan the same range, and the write's re-check decides.
+    The summariser waits at ``gate`` (a barrier of every worker) until all
+    workers are summarising, so every worker has planned before any
+    writes: they all plan the same range, and the write's re-check decides.
+    A compaction that kept the others from planning meanwhile breaks the
+    barrier and fails every worker.
     """
     if database_name is not None:
         setup_django(database_name)
@@ -24,10 +29,10 @@ def compact_once(database_name: str | None, session_id: str, start_at: float) ->
     from anvia_django.store import DjangoMemoryStore
 
     async def slow_summary(previous: str | None, messages: list[Message]) -> str:
-        await asyncio.sleep(SLOW_SUMMARY_SECONDS)
+        await asyncio.to_thread(gate.wait, SUMMARIES_TIMEOUT)
         return f"{len(messages)} messages"
 
-    wait_until(start_at)
+    start_together(gate)
     try:
         request = MemoryCompactionInput(MemoryContext(session_id), slow_summary, keep_messages=4)
         # async_to_sync: the store's database calls run on this thread, whose

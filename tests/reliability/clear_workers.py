@@ -11,7 +11,7 @@ import random
 import time
 from typing import Any
 
-from tests.workers import setup_django, wait_until, writer_messages
+from tests.workers import setup_django, start_together, writer_messages
 
 
 def _count_conflicts() -> list[int]:
@@ -32,11 +32,11 @@ def write_and_fail(
     database_name: str,
     session_ids: list[str],
     writer: int,
-    until: float,
+    duration: float,
     clears_done: Any,
-    start_at: float,
+    gate: Any,
 ) -> tuple[dict[str, list[int]], int]:
-    """Until ``until``, append to the sessions in turn and record a failed
+    """For ``duration`` seconds from the start, append to the sessions in turn and record a failed
     run after every third append; once ``clears_done`` is set, append and
     record one failed run more to every session.
 
@@ -65,7 +65,8 @@ def write_and_fail(
             record_failed_run(MemoryErrorInput(context, run_id, failure, messages))
         index += 1
 
-    wait_until(start_at)
+    start_together(gate)
+    until = time.time() + duration
     try:
         while time.time() < until:
             append(session_ids[(index + writer) % len(session_ids)], error=index % 3 == 0)
@@ -80,12 +81,13 @@ def write_and_fail(
 def clear_until(
     database_name: str,
     session_ids: list[str],
-    until: float,
+    duration: float,
     clears_done: Any,
-    start_at: float,
+    gate: Any,
 ) -> tuple[int, int]:
-    """Clear the sessions in random order, with short random pauses, until
-    ``until`` (each at least once); then set ``clears_done``. Returns the
+    """Clear the sessions in random order, with short random pauses, for
+    ``duration`` seconds from the start (each at least once); then set
+    ``clears_done``. Returns the
     clears made and the conflicts the store retried."""
     setup_django(database_name)
     from django.db import connection
@@ -95,10 +97,11 @@ def clear_until(
 
     conflicts = _count_conflicts()
     cleared = 0
-    wait_until(start_at)
+    start_together(gate)
+    until = time.time() + duration
     try:
-        # At least one pass, also when this process got going only after
-        # ``until`` (a loaded machine, the smoke size's short window).
+        # At least one pass, also when a pass takes longer than the
+        # window (a loaded machine, the smoke size's short window).
         while True:
             for session_id in random.sample(session_ids, len(session_ids)):
                 clear_conversation(MemoryContext(session_id))

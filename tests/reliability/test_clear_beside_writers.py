@@ -20,13 +20,11 @@ seconds in the smoke size, two minutes in the long mode.
 
 from __future__ import annotations
 
-import multiprocessing
-import time
-
 import pytest
 from django.db import connection, connections
 
 from anvia_django.models import FailedRun
+from tests.concurrently import PROCESSES, apply
 from tests.test_concurrency import kept_appends
 
 from . import clear_workers
@@ -36,8 +34,6 @@ from .report import record
 WRITERS = 8
 SESSIONS = 20
 DURATION = scaled(ci=30, long=120, smoke=4)
-START_DELAY = 4.0
-"""Seconds for the nine processes to start (they set Django up) before all begin."""
 
 
 @pytest.mark.server
@@ -46,20 +42,21 @@ def test_clear_beside_appends_and_failed_runs() -> None:
     session_ids = [f"cleared-{n}" for n in range(SESSIONS)]
     database_name = connection.settings_dict["NAME"]
     connections.close_all()
-    context = multiprocessing.get_context("spawn")
-    start_at = time.time() + START_DELAY
-    until = start_at + DURATION
-    with context.Manager() as manager, context.Pool(WRITERS + 1) as pool:
-        clears_done = manager.Event()
+    # The nine processes set Django up, then begin together at the gate.
+    with PROCESSES.Manager() as manager, PROCESSES.Pool(WRITERS + 1) as pool:
+        clears_done, gate = manager.Event(), manager.Barrier(WRITERS + 1)
         writers = [
-            pool.apply_async(
+            apply(
+                pool,
                 clear_workers.write_and_fail,
-                (database_name, session_ids, writer, until, clears_done, start_at),
+                (database_name, session_ids, writer, DURATION, clears_done, gate),
             )
             for writer in range(WRITERS)
         ]
-        clearer = pool.apply_async(
-            clear_workers.clear_until, (database_name, session_ids, until, clears_done, start_at)
+        clearer = apply(
+            pool,
+            clear_workers.clear_until,
+            (database_name, session_ids, DURATION, clears_done, gate),
         )
         # An error in any process (a deadlock reaching a caller) fails here.
         clears, conflicts = clearer.get(timeout=DURATION + 600)

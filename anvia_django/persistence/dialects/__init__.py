@@ -75,20 +75,34 @@ def vendor_dialect(connection: BaseDatabaseWrapper) -> Dialect:
     return GENERIC
 
 
-def groups_appends(connection: BaseDatabaseWrapper) -> bool:
-    """Whether appends to ``connection``'s database run in groups: where it
-    pays (PostgreSQL: one statement a group; SQLite: one commit a group).
-    On another server each append in a shared transaction still costs its
+_vendors: dict[str, str] = {}
+"""The vendor of each alias, learnt once: what the event loop asks."""
+
+
+def _vendor_of(alias: str) -> str:
+    # Asked in the event loop on every store call: reading connections[alias]
+    # there each time would leave state behind in a long-lived thread that
+    # calls the store through async_to_sync (a worker, a command).
+    vendor = _vendors.get(alias)
+    if vendor is None:
+        vendor = _vendors[alias] = connections[alias].vendor
+    return vendor
+
+
+def groups_appends(alias: str) -> bool:
+    """Whether appends to ``alias``'s database run in groups: where it pays
+    (PostgreSQL: one statement a group; SQLite: one commit a group). On
+    another server each append in a shared transaction still costs its
     round trips, and waits for the others instead of running beside them
     (MariaDB, 16 tasks appending: 1.95x the raw driver alone, 2.80x
-    grouped). The vendor alone decides: safe to ask in the event loop, where
-    MySQL's features would open a connection."""
-    return connection.vendor in ("postgresql", "sqlite")
+    grouped). The vendor alone decides: MySQL's features would open a
+    connection."""
+    return _vendor_of(alias) in ("postgresql", "sqlite")
 
 
-def one_writer_at_a_time(connection: BaseDatabaseWrapper) -> bool:
-    """Whether the database runs one writing transaction at a time (SQLite)."""
-    return bool(connection.vendor == "sqlite")
+def one_writer_at_a_time(alias: str) -> bool:
+    """Whether ``alias``'s database runs one writing transaction at a time (SQLite)."""
+    return _vendor_of(alias) == "sqlite"
 
 
 def unknown_vendor(connection: BaseDatabaseWrapper) -> str | None:

@@ -153,7 +153,7 @@ _pools_lock = threading.Lock()
 
 
 def _pool_for(alias: str, size: int) -> DatabaseThreadPool:
-    key = (alias, 1) if one_writer_at_a_time(connections[alias]) else ("", size)
+    key = (alias, 1) if one_writer_at_a_time(alias) else ("", size)
     pool = _pools.get(key)
     if pool is None:
         with _pools_lock:

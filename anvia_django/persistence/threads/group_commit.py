@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, transaction
 
 from anvia_django.core.memory.types import MemoryAppendInput
 from anvia_django.persistence.codec import codec_for
@@ -54,7 +54,7 @@ from anvia_django.persistence.transcript.append import (
 def group_for(alias: str) -> RunAsGroup | None:
     """How appends queued together on ``alias`` run as a group; ``None``
     where its database runs each alone (see ``dialects.groups_appends``)."""
-    return appends_together if groups_appends(connections[alias]) else None
+    return appends_together if groups_appends(alias) else None
 
 
 def appends_together(alias: str, members: Sequence[QueuedCall]) -> list[CallResult]:
