@@ -156,14 +156,14 @@ def lint(session: nox.Session) -> None:
 MYPY = ["mypy", "anvia_django", "tests", "example_project", "scripts", "benchmarks"]
 
 
-def _quick_benchmark(session: nox.Session) -> None:
-    output = session.create_tmp() + "/RESULTS.quick.md"
-    session.run("python", "-m", "benchmarks", "--quick", "--backend", "all", "--output", output)
+def _smoke_benchmark(session: nox.Session) -> None:
+    output = session.create_tmp() + "/RESULTS.smoke.md"
+    session.run("python", "-m", "benchmarks", "--smoke", "--backend", "all", "--output", output)
 
 
 @nox.session(python="3.12")
 def typecheck_and_benchmarks(session: nox.Session) -> None:
-    """mypy and the quick benchmark run (so the harness cannot rot; the
+    """mypy and the smoke benchmark run (so the harness cannot rot; the
     numbers are not judged) in one virtualenv, at the same time: mypy needs
     the bench extra anyway, a second install costs about a minute of CI, and
     mypy keeps one core busy while the benchmark mostly waits on databases."""
@@ -178,7 +178,7 @@ def typecheck_and_benchmarks(session: nox.Session) -> None:
             text=True,
         )
         try:
-            _quick_benchmark(session)
+            _smoke_benchmark(session)
         finally:
             returncode = mypy.wait()
             mypy_output.seek(0)
@@ -197,9 +197,9 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python="3.12", default=False)
 def benchmarks(session: nox.Session) -> None:
-    """The quick benchmark run alone (``make test`` runs it in typecheck_and_benchmarks)."""
+    """The smoke benchmark run alone (``make test`` runs it in typecheck_and_benchmarks)."""
     install(session, "-e", ".[bench]")
-    _quick_benchmark(session)
+    _smoke_benchmark(session)
 
 
 @nox.session(python="3.12", default=False)
