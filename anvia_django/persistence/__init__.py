@@ -66,6 +66,7 @@ from anvia_django.persistence.maintenance import (
     erase_user_conversations,
     iter_export_records,
     resolve_conversation,
+    tenants_of,
 )
 from anvia_django.persistence.transcript.append import append_messages
 from anvia_django.persistence.transcript.deletion import DeletionCounts
@@ -125,6 +126,7 @@ __all__ = [
     "search_conversation_page",
     "search_message_page",
     "search_messages",
+    "tenants_of",
     "usage_by_user",
     "validate_after",
     "validate_limit",
