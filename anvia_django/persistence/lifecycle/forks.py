@@ -60,8 +60,9 @@ def fork_conversation(
 
     Refused (nothing written): an unknown source, a position past its end,
     a session id already in use (``InvalidMemoryInputError``), another
-    user's source, or an untrusted caller giving the fork to someone else
-    (``ConversationScopeError``).
+    user's source, an untrusted caller giving the fork to someone else, or
+    metadata that moves the fork to another scope (tenant) than its
+    source's without ``input.cross_scope`` (``ConversationScopeError``).
     """
     validate_fork_input(input, app_settings.input_limits)
     source_key = scope_key(input.source, scope)
@@ -89,6 +90,8 @@ def fork_conversation(
         # The fork's own scope: its session and user, and the metadata it
         # keeps (a tenant carries over unless the input names another).
         fork_key = scope_key(MemoryContext(input.session_id, user_id, fork_metadata), scope)
+        if not input.cross_scope:
+            check_same_scope(input, user_id, fork_key, scope)
         now = timezone.now()
         try:
             # A savepoint: a taken session id fails this insert alone.
@@ -121,6 +124,29 @@ def fork_conversation(
             position=input.position,
         )
     return summary_from_row(tuple(getattr(fork, name) for name in SUMMARY_FIELDS))
+
+
+def check_same_scope(
+    input: MemoryForkInput,
+    user_id: str | None,
+    fork_key: str,
+    scope: ConversationScope | None,
+) -> None:
+    """Refuse a fork whose metadata puts it in another scope than its source.
+
+    The fork's key is compared with the key the same session and user would
+    have with the source context's metadata (the metadata that found the
+    source): a difference is the metadata's alone, another tenant.
+    """
+    same = MemoryContext(input.session_id, user_id, input.source.metadata)
+    if fork_key == scope_key(same, scope):
+        return
+    described = (scope if scope is not None else app_settings.scope).describe()
+    raise ConversationScopeError(
+        "A fork stays in its source's tenant: its metadata gives it another scope "
+        f"({described}) than the source's. Pass cross_scope=True to fork into another "
+        "tenant. Nothing was written."
+    )
 
 
 def _copy_messages(
