@@ -53,10 +53,12 @@ from .link_header import next_link
 from .openapi import documented, view_schema
 from .owners import visibility
 from .params import (
+    KNOWN_QUERY_PARAMS,
     after_param,
     identifier_param,
     limit_param,
     metadata_filter_param,
+    refuse_unknown_params,
     search_param,
     user_id_param,
 )
@@ -91,6 +93,16 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
     # For AdminViewPermission: the models each action shows, as in the admin
     # (run records need their own view permission there too).
     view_permission_models = {None: ("conversation",), "runs": ("conversation", "agentrun")}
+    # The query parameters each action reads: any other answers 400 naming
+    # it, so a misspelt filter never silently widens a list. An action not
+    # named here (a subclass's own) is not checked.
+    known_query_params = KNOWN_QUERY_PARAMS
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # authentication and permissions first
+        known = self.known_query_params.get(self.action or "")
+        if known is not None:
+            refuse_unknown_params(request, known, with_metadata=self.action == "list")
 
     @documented("list")
     def list(self, request: Request) -> Response:
