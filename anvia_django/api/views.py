@@ -37,6 +37,7 @@ from anvia_django.persistence import (
     search_conversation_page,
     search_message_page,
 )
+from anvia_django.tenants import visible_tenants
 
 from .base import InspectorAccessMixin, ReadableErrorsMixin
 from .cursors import (
@@ -119,10 +120,15 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         scope = visibility(request, user_id_param(request))
         if scope.nothing:
             return Response([])
+        tenants = visible_tenants(request)
         if q is None:
-            page = list_conversation_page(limit, scope.user_id, after=after, metadata=metadata)
+            page = list_conversation_page(
+                limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
+            )
         else:
-            page = search_conversation_page(q, limit, scope.user_id, after=after, metadata=metadata)
+            page = search_conversation_page(
+                q, limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
+            )
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))
@@ -202,7 +208,8 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         before = _cursor(request, decode_fork_cursor)
         found = self._find(request, ref)
         user_id = visibility(request).user_id
-        page = lineage_page(found.id, user_id=user_id, limit=limit, before=before)
+        tenants = visible_tenants(request)
+        page = lineage_page(found.id, user_id=user_id, limit=limit, before=before, tenants=tenants)
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_fork_cursor(page.next_key))
@@ -238,7 +245,8 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)
-        found = None if scope.nothing else find_conversation(ref, scope.user_id)
+        tenants = visible_tenants(request)
+        found = None if scope.nothing else find_conversation(ref, scope.user_id, tenants=tenants)
         if found is None:
             raise NotFound("No such conversation.")
         return found

@@ -24,7 +24,9 @@ from anvia_django.persistence.inspector.listing_columns import (
     with_preview_columns,
 )
 from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
     filter_by_metadata,
+    restrict_to_tenants,
     validate_metadata_filter,
 )
 from anvia_django.persistence.inspector.row_ids import conversation_row_ids, run_row_ids
@@ -87,6 +89,7 @@ __all__ = [
     "MessagePage",
     "MetadataString",
     "RowKey",
+    "TenantRestriction",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -120,6 +123,7 @@ __all__ = [
     "record_failed_run",
     "record_run",
     "resolve_conversation",
+    "restrict_to_tenants",
     "rewind_conversation",
     "run_row_ids",
     "run_totals",

@@ -30,8 +30,13 @@ from anvia_django.core.memory.types import MemoryContext, MemoryConversationSumm
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import validate_limit
 from anvia_django.persistence.inspector.keyset import RowKey, older_than, page_of
+from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
+    restrict_to_tenants,
+)
 from anvia_django.persistence.inspector.rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from anvia_django.persistence.notify import send_after_commit
 from anvia_django.persistence.reconnect import (
@@ -219,14 +224,17 @@ def conversation_lineage(
     *,
     user_id: str | None = None,
     limit: int = 50,
+    tenants: TenantRestriction | None = None,
     using: str | None = None,
 ) -> Lineage:
     """Where the conversation was forked from, and its ``limit`` newest forks.
 
     With ``user_id``, conversations of other users are left out (a hidden
-    source reads like a deleted one). Two queries, whatever the lineage.
+    source reads like a deleted one), and with ``tenants`` those of other
+    tenants. Two queries, whatever the lineage.
     """
-    return lineage_page(conversation_id, user_id=user_id, limit=limit, using=using).lineage
+    page = lineage_page(conversation_id, user_id=user_id, limit=limit, tenants=tenants, using=using)
+    return page.lineage
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,23 +251,37 @@ def lineage_page(
     user_id: str | None = None,
     limit: int = 50,
     before: RowKey | None = None,
+    tenants: TenantRestriction | None = None,
     using: str | None = None,
 ) -> LineagePage:
     """:func:`conversation_lineage` with the forks paged: the ``limit``
-    newest forks older than ``before``. Every page names the source."""
+    newest forks older than ``before``. Every page names the source.
+
+    With ``tenants``, conversations of other tenants are left out, as other
+    users' are with ``user_id``."""
     validate_limit(limit)
     conversations = Conversation.objects.using(read_alias(using))
-    source: Any = conversations.filter(pk=conversation_id).values_list(*_SOURCE_FIELDS).first()
+    source_query = conversations.filter(pk=conversation_id)
+    tenant_field: tuple[str, ...] = ()
+    if tenants is not None:
+        source_query = source_query.annotate(
+            _source_tenant=MetadataString(tenants.path, "forked_from__metadata")
+        )
+        tenant_field = ("_source_tenant",)
+    source: Any = source_query.values_list(*_SOURCE_FIELDS, *tenant_field).first()
     forked_from = None
     if source is not None and source[0] is not None:
-        _, position, ref, session_id, owner = source
+        _, position, ref, session_id, owner, *source_tenant = source
         visible = user_id is None or owner == user_id
+        if tenants is not None:
+            visible = visible and source_tenant[0] in tenants.values
         forked_from = ForkLineage(
             ref if visible else None, session_id if visible else None, position
         )
     forks = conversations.filter(forked_from_id=conversation_id)
     if user_id is not None:
         forks = forks.filter(user_id=user_id)
+    forks = restrict_to_tenants(forks, tenants)
     if before is not None:
         forks = forks.filter(older_than("created_at", before.moment, before.id))
     rows = list(
