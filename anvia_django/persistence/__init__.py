@@ -24,7 +24,9 @@ from anvia_django.persistence.inspector.listing_columns import (
     with_preview_columns,
 )
 from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
     filter_by_metadata,
+    restrict_to_tenants,
     validate_metadata_filter,
 )
 from anvia_django.persistence.inspector.row_ids import conversation_row_ids, run_row_ids
@@ -66,6 +68,7 @@ from anvia_django.persistence.maintenance import (
     erase_user_conversations,
     iter_export_records,
     resolve_conversation,
+    tenants_of,
 )
 from anvia_django.persistence.transcript.append import append_messages
 from anvia_django.persistence.transcript.deletion import DeletionCounts
@@ -86,6 +89,7 @@ __all__ = [
     "MessagePage",
     "MetadataString",
     "RowKey",
+    "TenantRestriction",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -119,12 +123,14 @@ __all__ = [
     "record_failed_run",
     "record_run",
     "resolve_conversation",
+    "restrict_to_tenants",
     "rewind_conversation",
     "run_row_ids",
     "run_totals",
     "search_conversation_page",
     "search_message_page",
     "search_messages",
+    "tenants_of",
     "usage_by_user",
     "validate_after",
     "validate_limit",
