@@ -176,7 +176,8 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         label = obj._meta.app_label
         may_see_runs = may(f"{label}.view_agentrun")
         site = self.admin_site
-        runs = list_runs(obj.pk, limit=RUNS_SHOWN) if may_see_runs else []
+        # The page shows a run's error type; its message only under failed runs.
+        runs = list_runs(obj.pk, limit=RUNS_SHOWN, error_messages=False) if may_see_runs else []
         entries = transcript_entries(messages.items, self._media_url(obj))
         run_urls: dict[str, str] = {}
         if may_see_runs:

@@ -60,6 +60,9 @@ _SEARCH = OpenApiParameter(
     ),
 )
 _BAD_REQUEST = OpenApiResponse(description="A query parameter was invalid; the body names it.")
+_THROTTLED = OpenApiResponse(
+    description="Past `INSPECTOR_THROTTLE_RATE`; `Retry-After` says when to come back."
+)
 
 OPERATIONS: dict[str, dict[str, Any]] = {
     "list": {
@@ -188,6 +191,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+for _operation in OPERATIONS.values():
+    _operation["responses"][429] = _THROTTLED  # every endpoint is throttled
 
 
 class InspectorAutoSchema(AutoSchema):

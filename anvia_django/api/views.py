@@ -60,6 +60,7 @@ from .params import (
     search_param,
     user_id_param,
 )
+from .permissions import APP_LABEL
 from .renderers import READABLE_RENDERERS, MediaRenderer
 from .serializers import (
     ConversationMessageSerializer,
@@ -176,7 +177,12 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         run_id = identifier_param(request, "runId")
         before = _cursor(request, decode_run_cursor)
         found = self._find(request, ref)
-        page = list_run_page(found.id, limit=limit, run_id=run_id, before=before)
+        # As on the admin's conversation page: a failed run's error message
+        # only for those who may view failed runs.
+        may_see_failures = request.user.has_perm(f"{APP_LABEL}.view_failedrun")
+        page = list_run_page(
+            found.id, limit=limit, run_id=run_id, before=before, error_messages=may_see_failures
+        )
         data = {"totals": run_totals(found.id), "runs": page.items}
         headers = {}
         if page.next_key is not None:
