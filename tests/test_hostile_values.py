@@ -15,15 +15,8 @@ from pathlib import Path
 
 import pytest
 from django.contrib import admin
-from django.contrib.admin.views.main import (
-    ALL_VAR,
-    ERROR_FLAG,
-    IS_POPUP_VAR,
-    ORDER_VAR,
-    PAGE_VAR,
-    SEARCH_VAR,
-    TO_FIELD_VAR,
-)
+from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
+from django.contrib.admin.views.main import ALL_VAR, ERROR_FLAG, ORDER_VAR, PAGE_VAR, SEARCH_VAR
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client, RequestFactory, override_settings
