@@ -20,7 +20,7 @@ from anvia_django.persistence import (
     conversation_lineage,
     conversation_row_ids,
     list_failed_runs,
-    list_message_page,
+    list_marked_message_page,
     list_runs,
     list_summaries,
     opened_preview_source,
@@ -33,7 +33,7 @@ from .counting import EstimatedCountPaginator
 from .links import change_url, changelist_url, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
-from .previews import SOURCE_CHARS, preview
+from .previews import SOURCE_CHARS, preview_cell
 from .scope_filters import scope_list_filters
 from .search import ConversationTextSearchMixin
 from .transcript import MediaUrl, json_text, transcript_entries
@@ -103,8 +103,8 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         return with_preview_columns(super().get_queryset(request), preview_chars=SOURCE_CHARS)
 
     @admin.display(description="first user message")
-    def preview(self, obj: Conversation) -> str:
-        return preview(opened_preview_source(obj, SOURCE_CHARS))
+    def preview(self, obj: Conversation) -> SafeString | str:
+        return preview_cell(opened_preview_source(obj, SOURCE_CHARS))
 
     @admin.display(description="failed", ordering="has_failed_run")
     def failed_marker(self, obj: Conversation) -> SafeString | str:
@@ -171,7 +171,8 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         page: TranscriptPage = transcript_page(
             request, obj.message_count, app_settings.ADMIN_TRANSCRIPT_PAGE_SIZE
         )
-        messages = list_message_page(obj.pk, after=page.after, limit=page.size)
+        # A message that does not open is marked in its place; the others show.
+        messages = list_marked_message_page(obj.pk, after=page.after, limit=page.size)
         may = request.user.has_perm
         label = obj._meta.app_label
         may_see_runs = may(f"{label}.view_agentrun")

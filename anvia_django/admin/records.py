@@ -13,11 +13,17 @@ from django.utils.safestring import SafeString
 from anvia_django.core.memory.validation import dumps
 from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.models import FailedRun, MemoryMessage, MemorySummary
+from anvia_django.persistence import (
+    UnreadableMessage,
+    message_preview_source,
+    opened_record_message,
+    with_message_preview,
+)
 
 from .counting import EstimatedCountPaginator
 from .links import link, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
-from .previews import preview
+from .previews import SOURCE_CHARS, preview, preview_cell, unreadable_mark
 from .search import MessageTextSearchMixin
 
 ROLES = ("user", "assistant", "tool", "system")
@@ -54,6 +60,7 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
         "conversation_link",
         "position",
         "role",
+        "text",
         "run_id",
         "turn",
         "created_at",
@@ -79,8 +86,16 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MemoryMessage]:
-        # The page title is str(message), which names the conversation.
-        return super().get_queryset(request).select_related("conversation")
+        # The page title is str(message), which names the conversation. The
+        # message itself is deferred: the list shows a preview, and the
+        # record page opens it on its own, so one that does not open is
+        # marked instead of failing the page.
+        messages = super().get_queryset(request).select_related("conversation")
+        return with_message_preview(messages, preview_chars=SOURCE_CHARS)
+
+    @admin.display(description="text")
+    def text(self, obj: MemoryMessage) -> SafeString | str:
+        return preview_cell(message_preview_source(obj, SOURCE_CHARS))
 
     @admin.display(description="in the transcript")
     def in_transcript(self, obj: MemoryMessage) -> SafeString:
@@ -89,7 +104,10 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
 
     @admin.display(description="message")
     def message_json(self, obj: MemoryMessage) -> SafeString:
-        return pretty_json(with_media_sizes(obj.message))
+        message = opened_record_message(obj)
+        if isinstance(message, UnreadableMessage):
+            return unreadable_mark(message.id, message.error_type)
+        return pretty_json(with_media_sizes(message))
 
 
 class FailedRunAdmin(ConversationColumnMixin):

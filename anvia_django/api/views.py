@@ -27,6 +27,7 @@ from anvia_django.core.memory.types import MemoryConversation
 from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.persistence import (
     FoundConversation,
+    UnreadableRecordError,
     find_conversation,
     lineage_page,
     list_conversation_page,
@@ -214,6 +215,15 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
             headers["Link"] = next_link(request, cursor=encode_summary_cursor(page.next_before))
         return Response(SummarySerializer(page.items, many=True).data, headers=headers)
 
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, UnreadableRecordError):
+            # The documented error of a record that does not open, in JSON
+            # like every other error of the API, instead of Django's HTML 500.
+            response = Response(unreadable_record(exc), status=UNREADABLE_STATUS)
+            response.exception = True
+            return response
+        return super().handle_exception(exc)
+
     def _media_url(self, request: Request, ref: str) -> Callable[[int, int, int | None], str]:
         base = self.reverse_action("media", kwargs={"ref": ref, "position": 0, "part": 0})
         base = base.removesuffix("0/media/0/")
@@ -236,6 +246,24 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         if found is None:
             raise NotFound("No such conversation.")
         return found
+
+
+UNREADABLE_STATUS = 500
+"""A stored record the server cannot open is the server's fault, not the caller's."""
+
+
+def unreadable_record(error: UnreadableRecordError) -> dict[str, Any]:
+    """The body of :data:`UNREADABLE_STATUS`: which record (by its position:
+    the API shows no row ids) and the class of the error opening it raised;
+    never any of its content."""
+    return {
+        "detail": f"The {error.record} at position {error.position} of this conversation "
+        f"cannot be opened ({error.error_type}).",
+        "code": "unreadable_record",
+        "record": error.record,
+        "position": error.position,
+        "errorType": error.error_type,
+    }
 
 
 def _cursor(request: Request, decode: Callable[[str], K]) -> K | None:

@@ -8,19 +8,24 @@ from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import (
     ConversationPage,
     FoundConversation,
+    MarkedMessagePage,
     MessagePage,
     find_conversation,
     get_conversation_with_messages,
     list_conversation_page,
     list_conversation_summaries,
     list_failed_runs,
+    list_marked_message_page,
     list_message_page,
     validate_after,
     validate_limit,
 )
 from anvia_django.persistence.inspector.keyset import RowKey
 from anvia_django.persistence.inspector.listing_columns import (
+    PreviewSource,
+    message_preview_source,
     opened_preview_source,
+    with_message_preview,
     with_preview_columns,
 )
 from anvia_django.persistence.inspector.metadata_values import (
@@ -35,6 +40,11 @@ from anvia_django.persistence.inspector.search import (
     search_message_page,
     search_messages,
     validate_query,
+)
+from anvia_django.persistence.inspector.unreadable import (
+    UnreadableMessage,
+    UnreadableRecordError,
+    opened_record_message,
 )
 from anvia_django.persistence.lifecycle.compaction import (
     list_summaries,
@@ -83,9 +93,13 @@ __all__ = [
     "ExportRecord",
     "ExportedMessage",
     "FoundConversation",
+    "MarkedMessagePage",
     "MessagePage",
     "MetadataString",
+    "PreviewSource",
     "RowKey",
+    "UnreadableMessage",
+    "UnreadableRecordError",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -103,6 +117,7 @@ __all__ = [
     "list_conversation_page",
     "list_conversation_summaries",
     "list_failed_runs",
+    "list_marked_message_page",
     "list_message_page",
     "list_run_page",
     "list_runs",
@@ -113,7 +128,9 @@ __all__ = [
     "load_messages",
     "load_through_summary",
     "matching_conversations",
+    "message_preview_source",
     "opened_preview_source",
+    "opened_record_message",
     "plan_compaction",
     "pop_last_message",
     "record_failed_run",
@@ -130,6 +147,7 @@ __all__ = [
     "validate_limit",
     "validate_metadata_filter",
     "validate_query",
+    "with_message_preview",
     "with_preview_columns",
     "write_summary",
 ]

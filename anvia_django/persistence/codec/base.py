@@ -30,6 +30,11 @@ class Codec(ABC):
     """Whether messages are stored as their JSON text, so that the database
     can compare a retried append's tail itself (PostgreSQL's append function)."""
 
+    cannot_open: tuple[type[Exception], ...]
+    """What opening a stored value raises when it does not open (tampered,
+    under a key that is gone): the inspector shows such a row as
+    unreadable and goes on with the others; the store's loads raise it."""
+
     # Messages.
 
     @abstractmethod

@@ -1,0 +1,118 @@
+"""Rows whose stored value does not open, shown as such.
+
+One altered byte in one sealed message, or a message of an erased owner
+restored from a backup, must not take down every page that lists it: the
+inspector's reads open row by row and give such a row its place, its row
+id and the class of the error, never any of its content. The store's own
+reads (``load``) keep raising: an agent must not run on a transcript with
+a hole in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from anvia_django.core.memory.types import MemoryConversationMessage
+from anvia_django.models import MemoryMessage
+from anvia_django.persistence.codec import Codec, codec_for
+from anvia_django.persistence.inspector.rows import as_utc, message_from_row
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableMessage:
+    """A stored message that does not open."""
+
+    id: int
+    """The message's row id (its admin page)."""
+    position: int
+    run_id: str
+    turn: int
+    created_at: datetime
+    error_type: str
+    """The class of the error opening it raised (``DecryptionError``)."""
+
+
+class UnreadableRecordError(Exception):
+    """A read that shows whole records met one that does not open. Names
+    the record and the error's class, never content."""
+
+    def __init__(self, record: str, row_id: int, position: int, error_type: str) -> None:
+        self.record = record
+        self.row_id = row_id
+        self.position = position
+        self.error_type = error_type
+        super().__init__(f"{record} {row_id} (position {position}) cannot be opened: {error_type}")
+
+    @classmethod
+    def of(cls, message: UnreadableMessage) -> UnreadableRecordError:
+        return cls("message", message.id, message.position, message.error_type)
+
+
+def opened_messages(
+    codec: Codec, alias: str, conversation_id: int, rows: Sequence[Sequence[Any]]
+) -> list[MemoryConversationMessage | UnreadableMessage]:
+    """``rows`` of ``MESSAGE_FIELDS`` opened one by one; a row that does not
+    open is an :class:`UnreadableMessage` (its row id: one more query, only
+    then)."""
+    messages: dict[int, Any] = {}
+    errors: dict[int, str] = {}
+    for position, _, _, _, value in rows:
+        try:
+            messages[position] = codec.open_message(conversation_id, position, value)
+        except codec.cannot_open as error:
+            errors[position] = type(error).__name__
+    ids = _row_ids(alias, conversation_id, list(errors)) if errors else {}
+    return [
+        UnreadableMessage(ids[position], position, run_id, turn, as_utc(created), errors[position])
+        if position in errors
+        else message_from_row((position, run_id, turn, created, messages[position]))
+        for position, run_id, turn, created, _ in rows
+    ]
+
+
+def all_readable(
+    items: list[MemoryConversationMessage | UnreadableMessage],
+) -> list[MemoryConversationMessage]:
+    """``items``; raises :class:`UnreadableRecordError` naming the first that
+    does not open (a read that answers whole records or nothing)."""
+    readable = []
+    for item in items:
+        if isinstance(item, UnreadableMessage):
+            raise UnreadableRecordError.of(item)
+        readable.append(item)
+    return readable
+
+
+def opened_record_message(message: MemoryMessage) -> Any:
+    """The message of a row loaded with its ``message`` deferred (the
+    admin's record page), opened; an :class:`UnreadableMessage` when it does
+    not open. One query."""
+    alias = message._state.db or "default"
+    value = (
+        MemoryMessage.objects.using(alias)
+        .filter(pk=message.pk)
+        .values_list("message", flat=True)
+        .first()
+    )
+    codec = codec_for(alias)
+    try:
+        return codec.open_message(message.conversation_id, message.position, value)
+    except codec.cannot_open as error:
+        return UnreadableMessage(
+            message.pk,
+            message.position,
+            message.run_id,
+            message.turn,
+            as_utc(message.created_at),
+            type(error).__name__,
+        )
+
+
+def _row_ids(alias: str, conversation_id: int, positions: list[int]) -> dict[int, int]:
+    found = MemoryMessage.objects.using(alias).filter(
+        conversation_id=conversation_id, position__in=positions
+    )
+    return dict(found.values_list("position", "id"))
