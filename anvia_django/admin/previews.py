@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from django.template.defaultfilters import filesizeformat
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -30,6 +31,12 @@ def preview_cell(source: PreviewSource) -> SafeString | str:
     """A list's preview of a message, or the mark of one that does not open."""
     if source.unreadable is not None:
         return unreadable_mark(source.message_id, source.unreadable)
+    if source.sealed_length is not None:
+        return format_html(
+            '<span class="anvia-sealed-long">(a sealed message of {}: too long to preview; '
+            "its page shows it)</span>",
+            filesizeformat(source.sealed_length),
+        )
     return preview(source.text)
 
 

@@ -43,6 +43,11 @@ class Codec(ABC):
     ) -> list[str]:
         """The column texts of ``texts`` (JSON) stored from position ``first`` on."""
 
+    def is_sealed(self, text: str) -> bool:
+        """Whether a column's text (or only its start) holds a sealed value,
+        which opens only whole (a list previews it from the whole text)."""
+        return False
+
     @abstractmethod
     def open_text(self, conversation_id: int, position: int, text: str) -> str:
         """The JSON text of the message whose column holds ``text``."""

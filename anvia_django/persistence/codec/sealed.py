@@ -88,6 +88,9 @@ class SealedCodec(Codec):
         ]
         return indexed(self.alias, envelopes, texts)
 
+    def is_sealed(self, text: str) -> bool:
+        return text.startswith(ENVELOPE_PREFIX)
+
     def open_text(self, conversation_id: int, position: int, text: str) -> str:
         if not text.startswith(ENVELOPE_PREFIX):
             return text  # written before encryption was on
