@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from anvia_django.conf import app_settings
+from anvia_django.core.memory import FailedRunRecord, SummaryRecord
 from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemorySummary
@@ -26,6 +27,7 @@ from anvia_django.persistence import (
     opened_preview_source,
     run_row_ids,
     run_totals,
+    unopenable_errors,
     with_preview_columns,
 )
 
@@ -190,9 +192,29 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         runs_url = f"{changelist_url(site, AgentRun)}?conversation__id__exact={obj.pk}"
         summaries_url = f"{changelist_url(site, MemorySummary)}?conversation__id__exact={obj.pk}"
         failed_url = f"{changelist_url(site, FailedRun)}?conversation__id__exact={obj.pk}"
+        # A summary or failed run that does not open marks its section; the
+        # transcript and the rest of the page still show.
+        unopenable = unopenable_errors()
+        summaries: list[SummaryRecord] = []
+        summaries_unreadable = ""
+        try:
+            summaries = list_summaries(obj.pk, limit=SUMMARIES_SHOWN)
+        except unopenable as error:
+            summaries_unreadable = type(error).__name__
+        failed_runs: list[tuple[FailedRunRecord, str]] = []
+        failed_runs_unreadable = ""
+        if may(f"{label}.view_failedrun"):
+            try:
+                failed_runs = [
+                    (record, json_text(with_media_sizes(record.messages)))
+                    for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
+                ]
+            except unopenable as error:
+                failed_runs_unreadable = type(error).__name__
         return {
             **self._lineage_context(obj),
-            "summaries": list_summaries(obj.pk, limit=SUMMARIES_SHOWN),
+            "summaries": summaries,
+            "summaries_unreadable": summaries_unreadable,
             "summaries_shown": SUMMARIES_SHOWN,
             "summaries_url": summaries_url if may(f"{label}.view_memorysummary") else "",
             "runs": [(run, run_urls.get(run.run_id)) for run in runs],
@@ -202,12 +224,8 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
             "transcript": [replace(e, run_url=run_urls.get(e.run_id)) for e in entries],
             "transcript_page": page,
             # Tracebacks and partial messages need their own view permission.
-            "failed_runs": [
-                (record, json_text(with_media_sizes(record.messages)))
-                for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
-            ]
-            if may(f"{label}.view_failedrun")
-            else [],
+            "failed_runs": failed_runs,
+            "failed_runs_unreadable": failed_runs_unreadable,
             "failed_runs_shown": FAILED_RUNS_SHOWN,
             "failed_runs_url": failed_url,
         }

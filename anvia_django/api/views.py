@@ -37,6 +37,7 @@ from anvia_django.persistence import (
     run_totals,
     search_conversation_page,
     search_message_page,
+    unopenable_errors,
 )
 
 from .base import InspectorAccessMixin, ReadableErrorsMixin
@@ -216,13 +217,19 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         return Response(SummarySerializer(page.items, many=True).data, headers=headers)
 
     def handle_exception(self, exc: Exception) -> Response:
+        # The documented error of a record that does not open, in JSON like
+        # every other error of the API, instead of Django's HTML 500: a
+        # message by its position; any other record (a summary, a failed
+        # run's error) by the error's class alone.
         if isinstance(exc, UnreadableRecordError):
-            # The documented error of a record that does not open, in JSON
-            # like every other error of the API, instead of Django's HTML 500.
-            response = Response(unreadable_record(exc), status=UNREADABLE_STATUS)
-            response.exception = True
-            return response
-        return super().handle_exception(exc)
+            body = unreadable_record(exc.record, exc.position, exc.error_type)
+        elif isinstance(exc, unopenable_errors()):
+            body = unreadable_record("record", None, type(exc).__name__)
+        else:
+            return super().handle_exception(exc)
+        response = Response(body, status=UNREADABLE_STATUS)
+        response.exception = True
+        return response
 
     def _media_url(self, request: Request, ref: str) -> Callable[[int, int, int | None], str]:
         base = self.reverse_action("media", kwargs={"ref": ref, "position": 0, "part": 0})
@@ -252,17 +259,17 @@ UNREADABLE_STATUS = 500
 """A stored record the server cannot open is the server's fault, not the caller's."""
 
 
-def unreadable_record(error: UnreadableRecordError) -> dict[str, Any]:
-    """The body of :data:`UNREADABLE_STATUS`: which record (by its position:
-    the API shows no row ids) and the class of the error opening it raised;
-    never any of its content."""
+def unreadable_record(record: str, position: int | None, error_type: str) -> dict[str, Any]:
+    """The body of :data:`UNREADABLE_STATUS`: which record (a message by its
+    position: the API shows no row ids) and the class of the error opening
+    it raised; never any of its content."""
+    where = "" if position is None else f" at position {position}"
     return {
-        "detail": f"The {error.record} at position {error.position} of this conversation "
-        f"cannot be opened ({error.error_type}).",
+        "detail": f"The {record}{where} of this conversation cannot be opened ({error_type}).",
         "code": "unreadable_record",
-        "record": error.record,
-        "position": error.position,
-        "errorType": error.error_type,
+        "record": record,
+        "position": position,
+        "errorType": error_type,
     }
 
 

@@ -45,6 +45,7 @@ from anvia_django.persistence.inspector.unreadable import (
     UnreadableMessage,
     UnreadableRecordError,
     opened_record_message,
+    unopenable_errors,
 )
 from anvia_django.persistence.lifecycle.compaction import (
     list_summaries,
@@ -142,6 +143,7 @@ __all__ = [
     "search_conversation_page",
     "search_message_page",
     "search_messages",
+    "unopenable_errors",
     "usage_by_user",
     "validate_after",
     "validate_limit",

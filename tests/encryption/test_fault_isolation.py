@@ -15,15 +15,20 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
-from anvia_django.core.memory import MemoryContext
+from anvia_django.core.memory import MemoryContext, MemoryErrorInput
 from anvia_django.encryption.envelope import DecryptionError
 from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import forget_keys
-from anvia_django.models import Conversation, DataKey, MemoryMessage
-from anvia_django.persistence import append_messages, load_messages
+from anvia_django.models import Conversation, DataKey, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.persistence import (
+    append_messages,
+    load_messages,
+    record_failed_run,
+)
 from tests.api_client import LIST_URL, detail_url, messages_url
 from tests.encryption.support import encryption, flip_a_bit
 from tests.helpers import append_input, assistant, user
+from tests.inspector_records import make_summaries
 
 pytestmark = pytest.mark.django_db
 
@@ -159,3 +164,32 @@ def test_the_store_still_refuses_to_load_the_transcript(damage: Damage) -> None:
     with pytest.raises(raised[damage.error_type]):
         load_messages(MemoryContext("bad", user_id="u-bad"))
     assert load_messages(MemoryContext("good", user_id="u-good")) == [user("hello from good")]
+
+
+def test_a_summary_or_failed_run_that_does_not_open_marks_its_section(
+    encrypted: None, staff: Client
+) -> None:
+    context = MemoryContext("s", user_id="u1")
+    append_messages(append_input("s", [user("q"), assistant("second message")], user_id="u1"))
+    conversation = Conversation.objects.get(session_id="s")
+    make_summaries(conversation, 1)
+    record_failed_run(MemoryErrorInput(context, "run-2", RuntimeError(SECRET), [user("lost")]))
+    flip_a_bit(MemorySummary.objects.get(), "message")
+    flip_a_bit(FailedRun.objects.get(), "messages")
+    response = staff.get(f"{ADMIN}/conversation/{conversation.pk}/change/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "A summary of this conversation cannot be opened (DecryptionError)" in page
+    assert "A failed run of this conversation cannot be opened (DecryptionError)" in page
+    assert SECRET not in page
+    assert "second message" in page  # the transcript shows
+    # The API names the record's kind and the error's class, in JSON.
+    response = staff.get(f"{detail_url(conversation.ref)}summaries/")
+    assert response.status_code == 500
+    assert response.json() == {
+        "detail": "The record of this conversation cannot be opened (DecryptionError).",
+        "code": "unreadable_record",
+        "record": "record",
+        "position": None,
+        "errorType": "DecryptionError",
+    }

@@ -18,6 +18,7 @@ from typing import Any
 from anvia_django.core.memory.types import MemoryConversationMessage
 from anvia_django.models import MemoryMessage
 from anvia_django.persistence.codec import Codec, codec_for
+from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.inspector.rows import as_utc, message_from_row
 
 
@@ -109,6 +110,14 @@ def opened_record_message(message: MemoryMessage) -> Any:
             as_utc(message.created_at),
             type(error).__name__,
         )
+
+
+def unopenable_errors(using: str | None = None) -> tuple[type[Exception], ...]:
+    """What opening a stored value of the inspector's database raises when
+    it does not open: for a read that shows several records at once (a
+    page's summaries, its failed runs), to mark the section instead of
+    failing the page."""
+    return codec_for(read_alias(using)).cannot_open
 
 
 def _row_ids(alias: str, conversation_id: int, positions: list[int]) -> dict[int, int]:
