@@ -30,7 +30,8 @@ LONG = "word " * (SEALED_PREVIEW_LIMIT // 4)  # its envelope is past the limit
 
 @pytest.fixture(params=["plain", "sealed"])
 def codec(request: pytest.FixtureRequest) -> Iterator[str]:
-    with override_settings(ANVIA_DJANGO=encryption() if request.param == "sealed" else {}):
+    plain = {"ENCRYPTION": None}  # also when the whole run is encrypted
+    with override_settings(ANVIA_DJANGO=encryption() if request.param == "sealed" else plain):
         yield request.param
 
 
