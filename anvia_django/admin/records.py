@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -128,6 +129,9 @@ class FailedRunAdmin(ConversationColumnMixin):
     )
     readonly_fields = fields
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return _FailedRunChangeList
+
     @admin.display(description="traceback")
     def traceback_text(self, obj: FailedRun) -> SafeString:
         return format_html('<pre class="anvia-json">{}</pre>', obj.traceback)
@@ -135,6 +139,15 @@ class FailedRunAdmin(ConversationColumnMixin):
     @admin.display(description="messages of the failed run")
     def messages_json(self, obj: FailedRun) -> SafeString:
         return pretty_json(with_media_sizes(obj.messages))
+
+
+class _FailedRunChangeList(ChangeList):
+    """The list shows none of a failed run's sealed payload: it is not read,
+    so one that does not open cannot fail the list (its own page says so)."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        rows = super().get_queryset(request, exclude_parameters)
+        return rows.defer("error_message", "traceback", "messages")
 
 
 class MemorySummaryAdmin(ConversationColumnMixin):

@@ -183,6 +183,10 @@ def test_a_summary_or_failed_run_that_does_not_open_marks_its_section(
     assert "A failed run of this conversation cannot be opened (DecryptionError)" in page
     assert SECRET not in page
     assert "second message" in page  # the transcript shows
+    # The failed-run list reads no payload, so it lists the run.
+    listed = staff.get(f"{ADMIN}/failedrun/")
+    assert listed.status_code == 200
+    assert "run-2" in listed.content.decode()
     # The API names the record's kind and the error's class, in JSON.
     response = staff.get(f"{detail_url(conversation.ref)}summaries/")
     assert response.status_code == 500

@@ -26,8 +26,8 @@ from anvia_django.persistence.inspector.rows import as_utc, message_from_row
 class UnreadableMessage:
     """A stored message that does not open."""
 
-    id: int
-    """The message's row id (its admin page)."""
+    id: int | None
+    """The message's row id (its admin page); ``None`` if it went meanwhile."""
     position: int
     run_id: str
     turn: int
@@ -40,7 +40,7 @@ class UnreadableRecordError(Exception):
     """A read that shows whole records met one that does not open. Names
     the record and the error's class, never content."""
 
-    def __init__(self, record: str, row_id: int, position: int, error_type: str) -> None:
+    def __init__(self, record: str, row_id: int | None, position: int, error_type: str) -> None:
         self.record = record
         self.row_id = row_id
         self.position = position
@@ -67,7 +67,9 @@ def opened_messages(
             errors[position] = type(error).__name__
     ids = _row_ids(alias, conversation_id, list(errors)) if errors else {}
     return [
-        UnreadableMessage(ids[position], position, run_id, turn, as_utc(created), errors[position])
+        UnreadableMessage(
+            ids.get(position), position, run_id, turn, as_utc(created), errors[position]
+        )
         if position in errors
         else message_from_row((position, run_id, turn, created, messages[position]))
         for position, run_id, turn, created, _ in rows
