@@ -40,13 +40,14 @@ def preview_cell(source: PreviewSource) -> SafeString | str:
     return preview(source.text)
 
 
-def unreadable_mark(message_id: int | None, error_type: str) -> SafeString:
-    """A message that does not open: its row id and the error's class, in
-    the admin's error colour; never any of its content."""
+def unreadable_mark(row_id: int | None, error_type: str, record: str = "message") -> SafeString:
+    """A message (or ``record``) that does not open: its row id and the
+    error's class, in the admin's error colour; never any of its content."""
     return format_html(
         '<span class="anvia-unreadable" style="color: var(--error-fg)">'
-        "⚠ message {} cannot be opened ({})</span>",
-        message_id if message_id is not None else "?",
+        "⚠ {} {} cannot be opened ({})</span>",
+        record,
+        row_id if row_id is not None else "?",
         error_type,
     )
 

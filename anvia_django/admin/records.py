@@ -16,9 +16,12 @@ from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.models import FailedRun, MemoryMessage, MemorySummary
 from anvia_django.persistence import (
     UnreadableMessage,
+    UnreadableSummary,
     message_preview_source,
     opened_record_message,
+    opened_summary,
     with_message_preview,
+    with_summary_text,
 )
 
 from .counting import EstimatedCountPaginator
@@ -167,10 +170,20 @@ class MemorySummaryAdmin(ConversationColumnMixin):
     def covers(self, obj: MemorySummary) -> str:
         return f"covers #0 to #{obj.covers_through}"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MemorySummary]:
+        # Opened row by row as shown, so one that does not open is marked.
+        return with_summary_text(super().get_queryset(request))
+
     @admin.display(description="text")
-    def summary_preview(self, obj: MemorySummary) -> str:
-        return preview(dumps(obj.message))
+    def summary_preview(self, obj: MemorySummary) -> SafeString | str:
+        summary = opened_summary(obj)
+        if isinstance(summary, UnreadableSummary):
+            return unreadable_mark(summary.id, summary.error_type, "summary")
+        return preview(dumps(summary))
 
     @admin.display(description="message")
     def message_json(self, obj: MemorySummary) -> SafeString:
-        return pretty_json(obj.message)
+        summary = opened_summary(obj)
+        if isinstance(summary, UnreadableSummary):
+            return unreadable_mark(summary.id, summary.error_type, "summary")
+        return pretty_json(summary)

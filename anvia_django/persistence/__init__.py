@@ -44,8 +44,11 @@ from anvia_django.persistence.inspector.search import (
 from anvia_django.persistence.inspector.unreadable import (
     UnreadableMessage,
     UnreadableRecordError,
+    UnreadableSummary,
     opened_record_message,
+    opened_summary,
     unopenable_errors,
+    with_summary_text,
 )
 from anvia_django.persistence.lifecycle.compaction import (
     list_summaries,
@@ -101,6 +104,7 @@ __all__ = [
     "RowKey",
     "UnreadableMessage",
     "UnreadableRecordError",
+    "UnreadableSummary",
     "append_messages",
     "clear_conversation",
     "conversation_lineage",
@@ -132,6 +136,7 @@ __all__ = [
     "message_preview_source",
     "opened_preview_source",
     "opened_record_message",
+    "opened_summary",
     "plan_compaction",
     "pop_last_message",
     "record_failed_run",
@@ -151,5 +156,6 @@ __all__ = [
     "validate_query",
     "with_message_preview",
     "with_preview_columns",
+    "with_summary_text",
     "write_summary",
 ]

@@ -183,7 +183,15 @@ def test_a_summary_or_failed_run_that_does_not_open_marks_its_section(
     assert "A failed run of this conversation cannot be opened (DecryptionError)" in page
     assert SECRET not in page
     assert "second message" in page  # the transcript shows
-    # The failed-run list reads no payload, so it lists the run.
+    # The summary list and page mark it; the failed-run list reads no
+    # payload, so it lists the run.
+    summary = MemorySummary.objects.defer("message").get()
+    for url in (f"{ADMIN}/memorysummary/", f"{ADMIN}/memorysummary/{summary.pk}/change/"):
+        response = staff.get(url)
+        assert response.status_code == 200, url
+        assert (
+            f"summary {summary.pk} cannot be opened (DecryptionError)" in response.content.decode()
+        )
     listed = staff.get(f"{ADMIN}/failedrun/")
     assert listed.status_code == 200
     assert "run-2" in listed.content.decode()

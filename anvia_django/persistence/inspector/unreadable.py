@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import ExpressionWrapper, F, QuerySet, TextField
+
 from anvia_django.core.memory.types import MemoryConversationMessage
-from anvia_django.models import MemoryMessage
+from anvia_django.core.memory.validation import loads
+from anvia_django.models import MemoryMessage, MemorySummary
 from anvia_django.persistence.codec import Codec, codec_for
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.inspector.rows import as_utc, message_from_row
@@ -112,6 +115,35 @@ def opened_record_message(message: MemoryMessage) -> Any:
             as_utc(message.created_at),
             type(error).__name__,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableSummary:
+    """A stored compaction summary that does not open."""
+
+    id: int
+    covers_through: int
+    error_type: str
+
+
+def with_summary_text(summaries: QuerySet[MemorySummary]) -> QuerySet[MemorySummary]:
+    """Summaries with ``message`` deferred, so that loading them opens
+    nothing, and its stored text annotated for :func:`opened_summary`."""
+    text = ExpressionWrapper(F("message"), output_field=TextField())
+    return summaries.defer("message").annotate(summary_text=text)
+
+
+def opened_summary(summary: MemorySummary) -> Any:
+    """The message of a summary :func:`with_summary_text` annotated, opened;
+    an :class:`UnreadableSummary` when it does not open."""
+    text: str | None = getattr(summary, "summary_text", None)
+    if text is None:
+        return None
+    codec = codec_for(summary._state.db or "default")
+    try:
+        return codec.open_summary(summary.conversation_id, summary.covers_through, loads(text))
+    except codec.cannot_open as error:
+        return UnreadableSummary(summary.pk, summary.covers_through, type(error).__name__)
 
 
 def unopenable_errors(using: str | None = None) -> tuple[type[Exception], ...]:
