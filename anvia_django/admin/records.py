@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -15,9 +14,11 @@ from anvia_django.core.memory.validation import dumps
 from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.models import FailedRun, MemoryMessage, MemorySummary
 from anvia_django.persistence import (
+    OpenedFailedRun,
     UnreadableMessage,
     UnreadableSummary,
     message_preview_source,
+    opened_failed_run,
     opened_record_message,
     opened_summary,
     with_message_preview,
@@ -125,32 +126,47 @@ class FailedRunAdmin(ConversationColumnMixin):
         "conversation",
         "run_id",
         "error_type",
-        "error_message",
+        "error_message_text",
         "created_at",
         "traceback_text",
         "messages_json",
     )
     readonly_fields = fields
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return _FailedRunChangeList
+    def get_queryset(self, request: HttpRequest) -> QuerySet[FailedRun]:
+        # The payload (sealed with encryption on) is not loaded with the
+        # rows: the list shows none of it, and the record page opens it on
+        # its own, so one that does not open is marked instead of failing.
+        return super().get_queryset(request).defer("error_message", "traceback", "messages")
+
+    def _payload(self, obj: FailedRun) -> OpenedFailedRun | str:
+        # Opened once per page, for its three fields.
+        cached: OpenedFailedRun | str | None = getattr(obj, "_anvia_payload", None)
+        if cached is None:
+            cached = opened_failed_run(obj)
+            obj._anvia_payload = cached  # type: ignore[attr-defined]
+        return cached
+
+    @admin.display(description="error message")
+    def error_message_text(self, obj: FailedRun) -> SafeString | str:
+        payload = self._payload(obj)
+        if isinstance(payload, str):
+            return unreadable_mark(obj.pk, payload, "failed run")
+        return payload.error_message
 
     @admin.display(description="traceback")
     def traceback_text(self, obj: FailedRun) -> SafeString:
-        return format_html('<pre class="anvia-json">{}</pre>', obj.traceback)
+        payload = self._payload(obj)
+        if isinstance(payload, str):
+            return unreadable_mark(obj.pk, payload, "failed run")
+        return format_html('<pre class="anvia-json">{}</pre>', payload.traceback)
 
     @admin.display(description="messages of the failed run")
     def messages_json(self, obj: FailedRun) -> SafeString:
-        return pretty_json(with_media_sizes(obj.messages))
-
-
-class _FailedRunChangeList(ChangeList):
-    """The list shows none of a failed run's sealed payload: it is not read,
-    so one that does not open cannot fail the list (its own page says so)."""
-
-    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
-        rows = super().get_queryset(request, exclude_parameters)
-        return rows.defer("error_message", "traceback", "messages")
+        payload = self._payload(obj)
+        if isinstance(payload, str):
+            return unreadable_mark(obj.pk, payload, "failed run")
+        return pretty_json(with_media_sizes(payload.messages))
 
 
 class MemorySummaryAdmin(ConversationColumnMixin):

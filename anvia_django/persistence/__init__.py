@@ -42,9 +42,11 @@ from anvia_django.persistence.inspector.search import (
     validate_query,
 )
 from anvia_django.persistence.inspector.unreadable import (
+    OpenedFailedRun,
     UnreadableMessage,
     UnreadableRecordError,
     UnreadableSummary,
+    opened_failed_run,
     opened_record_message,
     opened_summary,
     unopenable_errors,
@@ -100,6 +102,7 @@ __all__ = [
     "MarkedMessagePage",
     "MessagePage",
     "MetadataString",
+    "OpenedFailedRun",
     "PreviewSource",
     "RowKey",
     "UnreadableMessage",
@@ -134,6 +137,7 @@ __all__ = [
     "load_through_summary",
     "matching_conversations",
     "message_preview_source",
+    "opened_failed_run",
     "opened_preview_source",
     "opened_record_message",
     "opened_summary",

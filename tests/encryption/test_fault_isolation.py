@@ -184,7 +184,7 @@ def test_a_summary_or_failed_run_that_does_not_open_marks_its_section(
     assert SECRET not in page
     assert "second message" in page  # the transcript shows
     # The summary list and page mark it; the failed-run list reads no
-    # payload, so it lists the run.
+    # payload, so it lists the run, and its page marks it.
     summary = MemorySummary.objects.defer("message").get()
     for url in (f"{ADMIN}/memorysummary/", f"{ADMIN}/memorysummary/{summary.pk}/change/"):
         response = staff.get(url)
@@ -195,6 +195,11 @@ def test_a_summary_or_failed_run_that_does_not_open_marks_its_section(
     listed = staff.get(f"{ADMIN}/failedrun/")
     assert listed.status_code == 200
     assert "run-2" in listed.content.decode()
+    failed = FailedRun.objects.defer("error_message", "traceback", "messages").get()
+    response = staff.get(f"{ADMIN}/failedrun/{failed.pk}/change/")
+    assert response.status_code == 200
+    assert f"failed run {failed.pk} cannot be opened (DecryptionError)" in response.content.decode()
+    assert SECRET not in response.content.decode()
     # The API names the record's kind and the error's class, in JSON.
     response = staff.get(f"{detail_url(conversation.ref)}summaries/")
     assert response.status_code == 500

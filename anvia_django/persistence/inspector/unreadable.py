@@ -19,7 +19,7 @@ from django.db.models import ExpressionWrapper, F, QuerySet, TextField
 
 from anvia_django.core.memory.types import MemoryConversationMessage
 from anvia_django.core.memory.validation import loads
-from anvia_django.models import MemoryMessage, MemorySummary
+from anvia_django.models import FailedRun, MemoryMessage, MemorySummary
 from anvia_django.persistence.codec import Codec, codec_for
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.inspector.rows import as_utc, message_from_row
@@ -144,6 +144,34 @@ def opened_summary(summary: MemorySummary) -> Any:
         return codec.open_summary(summary.conversation_id, summary.covers_through, loads(text))
     except codec.cannot_open as error:
         return UnreadableSummary(summary.pk, summary.covers_through, type(error).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedFailedRun:
+    error_message: str
+    traceback: str
+    messages: Any
+
+
+def opened_failed_run(run: FailedRun) -> OpenedFailedRun | str:
+    """The payload of a failed run loaded with it deferred (the admin's
+    record page), opened; the class of the error opening it raised when it
+    does not open. One query."""
+    alias = run._state.db or "default"
+    payload = (
+        FailedRun.objects.using(alias)
+        .filter(pk=run.pk)
+        .values_list("error_message", "traceback", "messages")
+        .first()
+    )
+    if payload is None:
+        return OpenedFailedRun("", "", [])
+    codec = codec_for(alias)
+    try:
+        opened = codec.open_failed_run(run.conversation_id, run.run_id, *payload)
+    except codec.cannot_open as error:
+        return type(error).__name__
+    return OpenedFailedRun(*opened)
 
 
 def unopenable_errors(using: str | None = None) -> tuple[type[Exception], ...]:
