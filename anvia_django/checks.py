@@ -109,6 +109,7 @@ def check_inspector_settings(
 ) -> list[checks.CheckMessage]:
     from .api.owners import load_resolver
     from .api.permissions import import_classes
+    from .api.throttling import is_rate
 
     configured = getattr(settings, SETTINGS_NAME, {})
     if not isinstance(configured, dict):
@@ -151,6 +152,15 @@ def check_inspector_settings(
         messages.append(
             checks.Error(
                 "ADMIN_TRANSCRIPT_PAGE_SIZE must be a positive integer.", id="anvia_django.E104"
+            )
+        )
+    if not is_rate(values["INSPECTOR_THROTTLE_RATE"]):
+        messages.append(
+            checks.Error(
+                f"INSPECTOR_THROTTLE_RATE must be None or a rate such as "
+                f'"600/minute" (a count, then second, minute, hour or day), not '
+                f"{values['INSPECTOR_THROTTLE_RATE']!r}.",
+                id="anvia_django.E107",
             )
         )
     if not isinstance(values["INSPECTOR_OWNER_MODE"], bool):

@@ -22,9 +22,14 @@ SETTINGS_NAME = "ANVIA_DJANGO"
 DEFAULTS: dict[str, Any] = {
     # DRF permission classes (dotted paths or classes) guarding the inspector API.
     "INSPECTOR_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
-    # DRF authentication classes of the inspector API; None follows the
-    # project's REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"].
-    "INSPECTOR_AUTHENTICATION_CLASSES": None,
+    # DRF authentication classes of the inspector API: the admin's session
+    # unless the project names others here (Basic, token, JWT); None follows
+    # the project's REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"].
+    "INSPECTOR_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    # Requests per caller (the user, else the client's address) the inspector
+    # API answers before it answers 429: "<count>/<second|minute|hour|day>";
+    # None: no throttle.
+    "INSPECTOR_THROTTLE_RATE": "600/minute",
     # Conversations per page of the listing: default and largest ``limit``.
     "INSPECTOR_DEFAULT_LIMIT": 50,
     "INSPECTOR_MAX_LIMIT": 200,
@@ -105,6 +110,11 @@ class AppSettings:
     def INSPECTOR_AUTHENTICATION_CLASSES(self) -> list[Any] | None:
         value = self._get("INSPECTOR_AUTHENTICATION_CLASSES")
         return None if value is None else list(value)
+
+    @property
+    def INSPECTOR_THROTTLE_RATE(self) -> str | None:
+        value = self._get("INSPECTOR_THROTTLE_RATE")
+        return None if value is None else str(value)
 
     @property
     def INSPECTOR_MESSAGES_DEFAULT_LIMIT(self) -> int:

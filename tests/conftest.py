@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from _pytest import runner
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.db import connection, connections
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
@@ -193,6 +194,15 @@ def default_scope() -> Iterator[None]:
     yield
     conf.DEFAULTS["SCOPE"] = OWNER_CHECKED_SCOPE
     conf.app_settings.reload()
+
+
+@pytest.fixture(autouse=True)
+def _throttle_counts_forgotten_after_each_test() -> Iterator[None]:
+    """The inspector API's throttle counts each user's requests in the cache;
+    user ids come again in the next test (rolled back), and its requests
+    must not count against this one's."""
+    yield
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,7 @@ model view permissions; and the demo account holds all of them."""
 
 from __future__ import annotations
 
+import base64
 from io import StringIO
 from typing import Any
 
@@ -12,11 +13,15 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
+from anvia_django.core.memory import MemoryContext, MemoryErrorInput
+from anvia_django.core.memory.run_records import MemoryRunInput
 from anvia_django.models import Conversation
+from anvia_django.persistence import record_failed_run, record_run
 from example_project.demo.management.commands import demo_setup
 
 from .api_client import LIST_URL, detail_url, messages_url
-from .inspector_data import make_conversations, make_messages
+from .helpers import user
+from .inspector_data import EPOCH, make_conversations, make_messages
 from .inspector_records import make_runs
 
 pytestmark = [
@@ -168,3 +173,67 @@ def test_the_demo_account_sees_runs_in_the_admin_and_the_api(conversation: Conve
     assert 'href="/admin/anvia_django/agentrun/"' in index
     assert browser.get("/admin/anvia_django/agentrun/").status_code == 200
     assert browser.get(f"{detail_url(conversation.ref)}runs/").status_code == 200
+
+
+def basic(username: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {"HTTP_AUTHORIZATION": f"Basic {token}"}
+
+
+def test_basic_credentials_are_refused_unless_the_project_names_basic_authentication(
+    conversation: Conversation,
+) -> None:
+    User.objects.create_superuser("ops", password="right horse")
+    credentials = basic("ops", "right horse")
+    # The default: the admin's session only, whatever REST_FRAMEWORK says
+    # (DRF's default authentication includes Basic).
+    response = Client().get(LIST_URL, **credentials)  # type: ignore[arg-type]
+    assert response.status_code == 403
+    assert conversation.ref.encode() not in response.content
+    named = {
+        "INSPECTOR_PERMISSION_CLASSES": ["anvia_django.api.permissions.AdminViewPermission"],
+        "INSPECTOR_AUTHENTICATION_CLASSES": ["rest_framework.authentication.BasicAuthentication"],
+    }
+    with override_settings(ANVIA_DJANGO=named):
+        response = Client().get(LIST_URL, **credentials)  # type: ignore[arg-type]
+    assert response.status_code == 200
+    assert [item["ref"] for item in response.json()] == [conversation.ref]
+
+
+def test_the_throttle_answers_429_past_its_rate(conversation: Conversation) -> None:
+    client = api(User.objects.create_superuser("busy"))
+    other = api(User.objects.create_superuser("calm"))
+    rule = {"INSPECTOR_THROTTLE_RATE": "3/minute"}
+    with override_settings(ANVIA_DJANGO=rule):
+        urls = [LIST_URL, detail_url(conversation.ref), "/anvia/api/"]
+        assert [client.get(url).status_code for url in urls] == [200, 200, 200]
+        refused = client.get(messages_url(conversation.ref))
+        assert refused.status_code == 429
+        assert int(refused["Retry-After"]) > 0
+        assert conversation.ref.encode() not in refused.content
+        # Each caller has its own count.
+        assert other.get(LIST_URL).status_code == 200
+    # The default rate lets the same caller on again.
+    assert client.get(LIST_URL).status_code == 200
+
+
+def test_a_failed_runs_error_message_needs_the_failed_run_view_permission(
+    conversation: Conversation,
+) -> None:
+    context = MemoryContext(conversation.session_id)
+    error = RuntimeError("card 4242 declined for alice@example.com")
+    record_failed_run(MemoryErrorInput(context, "run-1", error, [user("pay")]))
+    record_run(MemoryRunInput(context, "run-1", "failed", EPOCH, EPOCH))
+    url = f"{detail_url(conversation.ref)}runs/?runId=run-1"
+
+    def shown(*models: str) -> dict[str, Any]:
+        response = api(user_with(*models)).get(url)
+        assert response.status_code == 200
+        (run,) = response.json()["runs"]
+        return {key: run[key] for key in ("errorType", "errorMessage")}
+
+    assert shown("conversation", "agentrun") == {"errorType": "RuntimeError", "errorMessage": None}
+    assert shown("conversation", "agentrun", "failedrun") == {
+        "errorType": "RuntimeError",
+        "errorMessage": "card 4242 declined for alice@example.com",
+    }

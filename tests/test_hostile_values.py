@@ -1,6 +1,6 @@
-"""Hostile values for the admin's transcript paging and ``anvia_memory``:
-each gets a clear answer (a page, a ``CommandError``, exit status 1), never a
-500 or a traceback."""
+"""Hostile values for the admin's filters and transcript paging, the API's
+parameters and ``anvia_memory``: each gets a clear answer (a page, a 400, a
+``CommandError``, exit status 1), never a 500 or a traceback."""
 
 from __future__ import annotations
 
@@ -14,17 +14,23 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib import admin
+from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
+from django.contrib.admin.views.main import ALL_VAR, ERROR_FLAG, ORDER_VAR, PAGE_VAR, SEARCH_VAR
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from django.test import Client
+from django.test import Client, RequestFactory, override_settings
 
-from anvia_django.core.memory import InvalidMemoryInputError
+from anvia_django.api.params import RESERVED_PARAMS, metadata_params
+from anvia_django.core.memory import InvalidMemoryInputError, MemoryContext, MemoryErrorInput
 from anvia_django.management import memory_ops
-from anvia_django.models import Conversation
-from anvia_django.persistence import append_messages
-from tests.helpers import append_input, user
+from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.persistence import append_messages, record_failed_run
+from tests.helpers import append_input, assistant, user
 
+from .api_client import LIST_URL, detail_url, messages_url
 from .inspector_data import make_conversations, make_messages
+from .inspector_records import make_runs, make_summaries
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +68,99 @@ def test_hostile_transcript_page_numbers_answer_a_page(raw: str, shown: int | st
     page = response.context["transcript_page"]
     assert page.number == (page.count if shown == "last" else shown)
     assert page.count == 3
+
+
+NUL_VALUES = ("\x00", "acme\x00' OR '1'='1")
+"""PostgreSQL cannot bind text holding U+0000 (its driver raises DataError)."""
+
+TENANT_SCOPE = {"SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]}}
+ADMIN_MODELS = (Conversation, MemoryMessage, AgentRun, FailedRun, MemorySummary)
+LIST_CONTROLS = (SEARCH_VAR, ORDER_VAR, PAGE_VAR, ALL_VAR, ERROR_FLAG, TO_FIELD_VAR, IS_POPUP_VAR)
+LINKED_LOOKUPS = ("conversation__id__exact", "forked_from__id__exact")
+"""Lookups the app's own links put in changelist URLs."""
+
+
+@pytest.fixture
+def every_record() -> Conversation:
+    """A conversation with a row in every table the admin and the API list."""
+    tenant = {"tenant_id": "acme"}
+    append_messages(
+        append_input("hostile", [user("q"), assistant("a")], user_id="u1", metadata=tenant)
+    )
+    conversation = Conversation.objects.get(session_id="hostile")
+    make_runs(conversation, 2)
+    make_summaries(conversation, 1)
+    context = MemoryContext("hostile", user_id="u1", metadata=tenant)
+    record_failed_run(MemoryErrorInput(context, "run-9", RuntimeError("x"), []))
+    return conversation
+
+
+def admin_parameters(model: type, superuser: User) -> list[str]:
+    """Every parameter of ``model``'s changelist: its filters' (read from
+    the admin, so a filter added later is covered), the list's controls and
+    the lookups of the app's own links."""
+    request = RequestFactory().get("/")
+    request.user = superuser
+    changelist = admin.site.get_model_admin(model).get_changelist_instance(request)
+    filters = [
+        name for spec in changelist.filter_specs for name in spec.expected_parameters() if name
+    ]
+    assert filters or model in (FailedRun, MemorySummary), model
+    return [*filters, *LIST_CONTROLS, *LINKED_LOOKUPS]
+
+
+@override_settings(ANVIA_DJANGO=TENANT_SCOPE)
+def test_nul_in_any_admin_filter_or_parameter_is_never_a_500(every_record: Conversation) -> None:
+    root = User.objects.create_superuser("root", password="pw")
+    client = Client(raise_request_exception=False)
+    client.force_login(root)
+    answers: dict[tuple[str, str, str], int] = {}
+    for model in ADMIN_MODELS:
+        url = f"/admin/anvia_django/{model._meta.model_name}/"
+        parameters = admin_parameters(model, root)
+        if model is Conversation:
+            assert "scope_tenant_id" in parameters  # the tenant filter is swept too
+        for name in parameters:
+            for value in NUL_VALUES:
+                answers[url, name, value] = client.get(url, {name: value}).status_code
+        answers[url, "\x00", "x"] = client.get(url, {"\x00": "x"}).status_code
+    page = f"/admin/anvia_django/conversation/{every_record.pk}/change/"
+    for url, name in ((page, "page"), (f"{page}media/0/0/", "item")):
+        for value in NUL_VALUES:
+            answers[url, name, value] = client.get(url, {name: value}).status_code
+    assert {key: status for key, status in answers.items() if status >= 500} == {}
+    # A refused filter is the admin's "invalid lookup" redirect.
+    assert answers["/admin/anvia_django/memorymessage/", "role", "\x00"] == 302
+
+
+@override_settings(ANVIA_DJANGO=TENANT_SCOPE)
+def test_nul_in_any_api_parameter_is_a_json_answer_never_a_500(
+    every_record: Conversation,
+) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    ref = every_record.ref
+    urls = [
+        "/anvia/api/",
+        LIST_URL,
+        detail_url(ref),
+        messages_url(ref),
+        *(f"{detail_url(ref)}{action}/" for action in ("runs", "lineage", "summaries")),
+        f"{messages_url(ref)}0/media/0/",
+    ]
+    parameters = sorted({*RESERVED_PARAMS, *metadata_params(), "item"})
+    assert "tenantId" in parameters
+    answers: dict[tuple[str, str, str], int] = {}
+    for url in urls:
+        for name in parameters:
+            for value in NUL_VALUES:
+                response = client.get(url, {name: value})
+                answers[url, name, value] = response.status_code
+                if response.status_code >= 400:
+                    assert response["Content-Type"].startswith("application/json"), (url, name)
+    assert {key: status for key, status in answers.items() if status >= 500} == {}
+    assert answers[LIST_URL, "tenantId", "\x00"] == 400
+    assert answers[LIST_URL, "q", "\x00"] == 400
 
 
 def memory(*args: str) -> str:

@@ -35,6 +35,9 @@ def test_the_defaults_pass() -> None:
         ({"INSPECTOR_MESSAGES_MAX_LIMIT": 0}, "anvia_django.E103"),
         ({"ADMIN_TRANSCRIPT_PAGE_SIZE": "100"}, "anvia_django.E104"),
         ({"INSPECTOR_OWNER_MODE": "yes"}, "anvia_django.E105"),
+        ({"INSPECTOR_THROTTLE_RATE": "fast"}, "anvia_django.E107"),
+        ({"INSPECTOR_THROTTLE_RATE": "10/fortnight"}, "anvia_django.E107"),
+        ({"INSPECTOR_THROTTLE_RATE": 600}, "anvia_django.E107"),
         (
             {
                 "INSPECTOR_OWNER_MODE": True,

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from anvia_django.conf import app_settings
+from anvia_django.core.memory import FailedRunRecord, SummaryRecord
 from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemorySummary
@@ -21,12 +22,13 @@ from anvia_django.persistence import (
     conversation_lineage,
     conversation_row_ids,
     list_failed_runs,
-    list_message_page,
+    list_marked_message_page,
     list_runs,
     list_summaries,
     opened_preview_source,
     run_row_ids,
     run_totals,
+    unopenable_errors,
     with_preview_columns,
 )
 from anvia_django.tenants import visible_tenants
@@ -35,7 +37,7 @@ from .counting import EstimatedCountPaginator
 from .links import change_url, changelist_url, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .paging import TranscriptPage, transcript_page
-from .previews import SOURCE_CHARS, preview
+from .previews import SOURCE_CHARS, preview_cell
 from .scope_filters import scope_list_filters
 from .search import ConversationTextSearchMixin
 from .tenants import TenantRestrictedAdminMixin
@@ -109,8 +111,8 @@ class ConversationAdmin(
         return with_preview_columns(super().get_queryset(request), preview_chars=SOURCE_CHARS)
 
     @admin.display(description="first user message")
-    def preview(self, obj: Conversation) -> str:
-        return preview(opened_preview_source(obj, SOURCE_CHARS))
+    def preview(self, obj: Conversation) -> SafeString | str:
+        return preview_cell(opened_preview_source(obj, SOURCE_CHARS))
 
     @admin.display(description="failed", ordering="has_failed_run")
     def failed_marker(self, obj: Conversation) -> SafeString | str:
@@ -177,12 +179,14 @@ class ConversationAdmin(
         page: TranscriptPage = transcript_page(
             request, obj.message_count, app_settings.ADMIN_TRANSCRIPT_PAGE_SIZE
         )
-        messages = list_message_page(obj.pk, after=page.after, limit=page.size)
+        # A message that does not open is marked in its place; the others show.
+        messages = list_marked_message_page(obj.pk, after=page.after, limit=page.size)
         may = request.user.has_perm
         label = obj._meta.app_label
         may_see_runs = may(f"{label}.view_agentrun")
         site = self.admin_site
-        runs = list_runs(obj.pk, limit=RUNS_SHOWN) if may_see_runs else []
+        # The page shows a run's error type; its message only under failed runs.
+        runs = list_runs(obj.pk, limit=RUNS_SHOWN, error_messages=False) if may_see_runs else []
         entries = transcript_entries(messages.items, self._media_url(obj))
         run_urls: dict[str, str] = {}
         if may_see_runs:
@@ -194,9 +198,29 @@ class ConversationAdmin(
         runs_url = f"{changelist_url(site, AgentRun)}?conversation__id__exact={obj.pk}"
         summaries_url = f"{changelist_url(site, MemorySummary)}?conversation__id__exact={obj.pk}"
         failed_url = f"{changelist_url(site, FailedRun)}?conversation__id__exact={obj.pk}"
+        # A summary or failed run that does not open marks its section; the
+        # transcript and the rest of the page still show.
+        unopenable = unopenable_errors()
+        summaries: list[SummaryRecord] = []
+        summaries_unreadable = ""
+        try:
+            summaries = list_summaries(obj.pk, limit=SUMMARIES_SHOWN)
+        except unopenable as error:
+            summaries_unreadable = type(error).__name__
+        failed_runs: list[tuple[FailedRunRecord, str]] = []
+        failed_runs_unreadable = ""
+        if may(f"{label}.view_failedrun"):
+            try:
+                failed_runs = [
+                    (record, json_text(with_media_sizes(record.messages)))
+                    for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
+                ]
+            except unopenable as error:
+                failed_runs_unreadable = type(error).__name__
         return {
             **self._lineage_context(obj, visible_tenants(request)),
-            "summaries": list_summaries(obj.pk, limit=SUMMARIES_SHOWN),
+            "summaries": summaries,
+            "summaries_unreadable": summaries_unreadable,
             "summaries_shown": SUMMARIES_SHOWN,
             "summaries_url": summaries_url if may(f"{label}.view_memorysummary") else "",
             "runs": [(run, run_urls.get(run.run_id)) for run in runs],
@@ -206,12 +230,8 @@ class ConversationAdmin(
             "transcript": [replace(e, run_url=run_urls.get(e.run_id)) for e in entries],
             "transcript_page": page,
             # Tracebacks and partial messages need their own view permission.
-            "failed_runs": [
-                (record, json_text(with_media_sizes(record.messages)))
-                for record in list_failed_runs(obj.pk, limit=FAILED_RUNS_SHOWN)
-            ]
-            if may(f"{label}.view_failedrun")
-            else [],
+            "failed_runs": failed_runs,
+            "failed_runs_unreadable": failed_runs_unreadable,
             "failed_runs_shown": FAILED_RUNS_SHOWN,
             "failed_runs_url": failed_url,
         }

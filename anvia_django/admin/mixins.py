@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.db.models import Model
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -43,6 +45,17 @@ class ReadOnlyAdminMixin(_ModelAdmin):
         if match is None or (match.url_name or "").startswith(_OWN_URL_PREFIXES):
             return False
         return super().has_delete_permission(request, obj)
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        # PostgreSQL cannot bind text holding U+0000, and the list's query
+        # runs only as the page renders, past the admin's own handling of
+        # bad lookups: refused here, it is the admin's "invalid lookup"
+        # notice instead of a 500. The search box's own form refuses it with
+        # a message on the page.
+        for name, values in request.GET.lists():
+            if "\x00" in name or (name != SEARCH_VAR and any("\x00" in v for v in values)):
+                raise IncorrectLookupParameters(f"{name}: must not contain NUL characters")
+        return super().get_changelist_instance(request)
 
 
 def pretty_json(value: object) -> SafeString:

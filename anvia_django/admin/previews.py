@@ -11,6 +11,12 @@ import json
 import re
 from typing import Any
 
+from django.template.defaultfilters import filesizeformat
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from anvia_django.persistence import PreviewSource
+
 PREVIEW_CHARS = 80
 SOURCE_CHARS = 1000
 """How much of the JSON text a list fetches per row to preview it."""
@@ -19,6 +25,31 @@ SOURCE_CHARS = 1000
 _TEXT_STARTS = (re.compile(r'"content"\s*:\s*"'), re.compile(r'"text"\s*:\s*"'))
 _LONGEST_ESCAPE = len("\\u0000")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
+
+
+def preview_cell(source: PreviewSource) -> SafeString | str:
+    """A list's preview of a message, or the mark of one that does not open."""
+    if source.unreadable is not None:
+        return unreadable_mark(source.message_id, source.unreadable)
+    if source.sealed_length is not None:
+        return format_html(
+            '<span class="anvia-sealed-long">(a sealed message of {}: too long to preview; '
+            "its page shows it)</span>",
+            filesizeformat(source.sealed_length),
+        )
+    return preview(source.text)
+
+
+def unreadable_mark(row_id: int | None, error_type: str, record: str = "message") -> SafeString:
+    """A message (or ``record``) that does not open: its row id and the
+    error's class, in the admin's error colour; never any of its content."""
+    return format_html(
+        '<span class="anvia-unreadable" style="color: var(--error-fg)">'
+        "⚠ {} {} cannot be opened ({})</span>",
+        record,
+        row_id if row_id is not None else "?",
+        error_type,
+    )
 
 
 def preview(json_prefix: str | None, limit: int = PREVIEW_CHARS) -> str:

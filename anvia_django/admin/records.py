@@ -13,11 +13,22 @@ from django.utils.safestring import SafeString
 from anvia_django.core.memory.validation import dumps
 from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.models import FailedRun, MemoryMessage, MemorySummary
+from anvia_django.persistence import (
+    OpenedFailedRun,
+    UnreadableMessage,
+    UnreadableSummary,
+    message_preview_source,
+    opened_failed_run,
+    opened_record_message,
+    opened_summary,
+    with_message_preview,
+    with_summary_text,
+)
 
 from .counting import EstimatedCountPaginator
 from .links import link, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
-from .previews import preview
+from .previews import SOURCE_CHARS, preview, preview_cell, unreadable_mark
 from .search import MessageTextSearchMixin
 from .tenants import TenantRestrictedAdminMixin
 
@@ -55,6 +66,7 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
         "conversation_link",
         "position",
         "role",
+        "text",
         "run_id",
         "turn",
         "created_at",
@@ -80,8 +92,16 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MemoryMessage]:
-        # The page title is str(message), which names the conversation.
-        return super().get_queryset(request).select_related("conversation")
+        # The page title is str(message), which names the conversation. The
+        # message itself is deferred: the list shows a preview, and the
+        # record page opens it on its own, so one that does not open is
+        # marked instead of failing the page.
+        messages = super().get_queryset(request).select_related("conversation")
+        return with_message_preview(messages, preview_chars=SOURCE_CHARS)
+
+    @admin.display(description="text")
+    def text(self, obj: MemoryMessage) -> SafeString | str:
+        return preview_cell(message_preview_source(obj, SOURCE_CHARS))
 
     @admin.display(description="in the transcript")
     def in_transcript(self, obj: MemoryMessage) -> SafeString:
@@ -90,7 +110,10 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
 
     @admin.display(description="message")
     def message_json(self, obj: MemoryMessage) -> SafeString:
-        return pretty_json(with_media_sizes(obj.message))
+        message = opened_record_message(obj)
+        if isinstance(message, UnreadableMessage):
+            return unreadable_mark(message.id, message.error_type)
+        return pretty_json(with_media_sizes(message))
 
 
 class FailedRunAdmin(ConversationColumnMixin):
@@ -104,20 +127,47 @@ class FailedRunAdmin(ConversationColumnMixin):
         "conversation",
         "run_id",
         "error_type",
-        "error_message",
+        "error_message_text",
         "created_at",
         "traceback_text",
         "messages_json",
     )
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[FailedRun]:
+        # The payload (sealed with encryption on) is not loaded with the
+        # rows: the list shows none of it, and the record page opens it on
+        # its own, so one that does not open is marked instead of failing.
+        return super().get_queryset(request).defer("error_message", "traceback", "messages")
+
+    def _payload(self, obj: FailedRun) -> OpenedFailedRun | str:
+        # Opened once per page, for its three fields.
+        cached: OpenedFailedRun | str | None = getattr(obj, "_anvia_payload", None)
+        if cached is None:
+            cached = opened_failed_run(obj)
+            obj._anvia_payload = cached  # type: ignore[attr-defined]
+        return cached
+
+    @admin.display(description="error message")
+    def error_message_text(self, obj: FailedRun) -> SafeString | str:
+        payload = self._payload(obj)
+        if isinstance(payload, str):
+            return unreadable_mark(obj.pk, payload, "failed run")
+        return payload.error_message
+
     @admin.display(description="traceback")
     def traceback_text(self, obj: FailedRun) -> SafeString:
-        return format_html('<pre class="anvia-json">{}</pre>', obj.traceback)
+        payload = self._payload(obj)
+        if isinstance(payload, str):
+            return unreadable_mark(obj.pk, payload, "failed run")
+        return format_html('<pre class="anvia-json">{}</pre>', payload.traceback)
 
     @admin.display(description="messages of the failed run")
     def messages_json(self, obj: FailedRun) -> SafeString:
-        return pretty_json(with_media_sizes(obj.messages))
+        payload = self._payload(obj)
+        if isinstance(payload, str):
+            return unreadable_mark(obj.pk, payload, "failed run")
+        return pretty_json(with_media_sizes(payload.messages))
 
 
 class MemorySummaryAdmin(ConversationColumnMixin):
@@ -137,10 +187,20 @@ class MemorySummaryAdmin(ConversationColumnMixin):
     def covers(self, obj: MemorySummary) -> str:
         return f"covers #0 to #{obj.covers_through}"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MemorySummary]:
+        # Opened row by row as shown, so one that does not open is marked.
+        return with_summary_text(super().get_queryset(request))
+
     @admin.display(description="text")
-    def summary_preview(self, obj: MemorySummary) -> str:
-        return preview(dumps(obj.message))
+    def summary_preview(self, obj: MemorySummary) -> SafeString | str:
+        summary = opened_summary(obj)
+        if isinstance(summary, UnreadableSummary):
+            return unreadable_mark(summary.id, summary.error_type, "summary")
+        return preview(dumps(summary))
 
     @admin.display(description="message")
     def message_json(self, obj: MemorySummary) -> SafeString:
-        return pretty_json(obj.message)
+        summary = opened_summary(obj)
+        if isinstance(summary, UnreadableSummary):
+            return unreadable_mark(summary.id, summary.error_type, "summary")
+        return pretty_json(summary)

@@ -9,7 +9,7 @@ content as links or thumbnails to ``media_url(position, media)``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +21,7 @@ from anvia_django.integrations.pydantic_ai.display import (
     message_details,
     shown_parts,
 )
+from anvia_django.persistence import UnreadableMessage
 
 _SHOWN_AS_TEXT_OR_BLOCK = ("role", "content", "tool_calls")
 
@@ -46,6 +47,10 @@ class TranscriptEntry:
     """The run record's admin page, when the reader may see it."""
     parts: list[tuple[ShownPart, str | None]] = field(default_factory=list)
     """A Pydantic AI message's parts, each with its media URL (if it has media)."""
+    unreadable: str | None = None
+    """The class of the error opening the message raised, when it does not open."""
+    message_id: int | None = None
+    """The message's row id, given with ``unreadable``."""
 
 
 MediaUrl = Callable[[int, Media], str]
@@ -53,11 +58,16 @@ MediaUrl = Callable[[int, Media], str]
 
 
 def transcript_entries(
-    messages: list[MemoryConversationMessage], media_url: MediaUrl | None = None
+    messages: Sequence[MemoryConversationMessage | UnreadableMessage],
+    media_url: MediaUrl | None = None,
 ) -> list[TranscriptEntry]:
     entries = []
     previous_run: str | None = None
     for item in messages:
+        if isinstance(item, UnreadableMessage):
+            entries.append(_unreadable_entry(item, starts_run=item.run_id != previous_run))
+            previous_run = item.run_id
+            continue
         message = item.message
         parts = shown_parts(message)
         shown: list[tuple[ShownPart, str | None]] = []
@@ -89,6 +99,22 @@ def transcript_entries(
         )
         previous_run = item.run_id
     return entries
+
+
+def _unreadable_entry(item: UnreadableMessage, *, starts_run: bool) -> TranscriptEntry:
+    # Its role is sealed with the rest of it: only its place is known.
+    return TranscriptEntry(
+        position=item.position,
+        role="unreadable",
+        run_id=item.run_id,
+        turn=item.turn,
+        created_at=item.created_at,
+        text=None,
+        blocks=[],
+        starts_run=starts_run,
+        unreadable=item.error_type,
+        message_id=item.id,
+    )
 
 
 def _content(content: Any) -> tuple[str | None, list[Block]]:

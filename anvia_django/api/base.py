@@ -16,20 +16,25 @@ from rest_framework.permissions import BasePermission
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from .permissions import authentication_classes, permission_classes
 from .renderers import READABLE_RENDERERS
+from .throttling import InspectorRateThrottle
 
 
 class InspectorAccessMixin(APIView):
-    """The inspector's permission and authentication classes, from settings."""
+    """The inspector's permission, authentication and throttle classes, from settings."""
 
     def get_permissions(self) -> list[BasePermission]:
         return [permission() for permission in permission_classes()]
 
     def get_authenticators(self) -> list[BaseAuthentication]:
         return [authenticator() for authenticator in authentication_classes()]
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        return [InspectorRateThrottle()]
 
 
 class ReadableErrorsMixin(APIView):

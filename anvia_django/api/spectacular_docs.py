@@ -60,6 +60,16 @@ _SEARCH = OpenApiParameter(
     ),
 )
 _BAD_REQUEST = OpenApiResponse(description="A query parameter was invalid; the body names it.")
+_UNREADABLE = OpenApiResponse(
+    description=(
+        "A message on the page does not open (encryption at rest: altered, or its key is "
+        'gone): `{"detail", "code": "unreadable_record", "record", "position", "errorType"}`, '
+        "never its content. See docs/inspector.md, Errors."
+    )
+)
+_THROTTLED = OpenApiResponse(
+    description="Past `INSPECTOR_THROTTLE_RATE`; `Retry-After` says when to come back."
+)
 
 OPERATIONS: dict[str, dict[str, Any]] = {
     "list": {
@@ -88,7 +98,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             "it, a `Link: rel=next` header points at the messages endpoint for the rest."
         ),
         "parameters": [_LINK],
-        "responses": {200: ConversationSerializer, 403: _UNAUTHORIZED, 404: _NOT_FOUND},
+        "responses": {
+            200: ConversationSerializer,
+            403: _UNAUTHORIZED,
+            404: _NOT_FOUND,
+            500: _UNREADABLE,
+        },
     },
     "messages": {
         "tags": ["anvia-django inspector"],
@@ -106,6 +121,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             400: _BAD_REQUEST,
             403: _UNAUTHORIZED,
             404: _NOT_FOUND,
+            500: _UNREADABLE,
         },
     },
     "media": {
@@ -188,6 +204,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+for _operation in OPERATIONS.values():
+    _operation["responses"][429] = _THROTTLED  # every endpoint is throttled
 
 
 class InspectorAutoSchema(AutoSchema):

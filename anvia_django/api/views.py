@@ -27,6 +27,7 @@ from anvia_django.core.memory.types import MemoryConversation
 from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.persistence import (
     FoundConversation,
+    UnreadableRecordError,
     find_conversation,
     lineage_page,
     list_conversation_page,
@@ -36,6 +37,7 @@ from anvia_django.persistence import (
     run_totals,
     search_conversation_page,
     search_message_page,
+    unopenable_errors,
 )
 from anvia_django.tenants import visible_tenants
 
@@ -63,6 +65,7 @@ from .params import (
     search_param,
     user_id_param,
 )
+from .permissions import APP_LABEL
 from .renderers import READABLE_RENDERERS, MediaRenderer
 from .serializers import (
     ConversationMessageSerializer,
@@ -194,7 +197,12 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         run_id = identifier_param(request, "runId")
         before = _cursor(request, decode_run_cursor)
         found = self._find(request, ref)
-        page = list_run_page(found.id, limit=limit, run_id=run_id, before=before)
+        # As on the admin's conversation page: a failed run's error message
+        # only for those who may view failed runs.
+        may_see_failures = request.user.has_perm(f"{APP_LABEL}.view_failedrun")
+        page = list_run_page(
+            found.id, limit=limit, run_id=run_id, before=before, error_messages=may_see_failures
+        )
         data = {"totals": run_totals(found.id), "runs": page.items}
         headers = {}
         if page.next_key is not None:
@@ -227,6 +235,21 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
             headers["Link"] = next_link(request, cursor=encode_summary_cursor(page.next_before))
         return Response(SummarySerializer(page.items, many=True).data, headers=headers)
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # The documented error of a record that does not open, in JSON like
+        # every other error of the API, instead of Django's HTML 500: a
+        # message by its position; any other record (a summary, a failed
+        # run's error) by the error's class alone.
+        if isinstance(exc, UnreadableRecordError):
+            body = unreadable_record(exc.record, exc.position, exc.error_type)
+        elif isinstance(exc, unopenable_errors()):
+            body = unreadable_record("record", None, type(exc).__name__)
+        else:
+            return super().handle_exception(exc)
+        response = Response(body, status=UNREADABLE_STATUS)
+        response.exception = True
+        return response
+
     def _media_url(self, request: Request, ref: str) -> Callable[[int, int, int | None], str]:
         base = self.reverse_action("media", kwargs={"ref": ref, "position": 0, "part": 0})
         base = base.removesuffix("0/media/0/")
@@ -250,6 +273,24 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         if found is None:
             raise NotFound("No such conversation.")
         return found
+
+
+UNREADABLE_STATUS = 500
+"""A stored record the server cannot open is the server's fault, not the caller's."""
+
+
+def unreadable_record(record: str, position: int | None, error_type: str) -> dict[str, Any]:
+    """The body of :data:`UNREADABLE_STATUS`: which record (a message by its
+    position: the API shows no row ids) and the class of the error opening
+    it raised; never any of its content."""
+    where = "" if position is None else f" at position {position}"
+    return {
+        "detail": f"The {record}{where} of this conversation cannot be opened ({error_type}).",
+        "code": "unreadable_record",
+        "record": record,
+        "position": position,
+        "errorType": error_type,
+    }
 
 
 def _cursor(request: Request, decode: Callable[[str], K]) -> K | None:

@@ -1,6 +1,8 @@
 """Encryption at rest in a real browser: a staff member reads the plain
 transcript in the admin and in the API (browsable and JSON), while the
-message table holds envelopes only. One browser session, four pages."""
+message table holds envelopes only; a message that does not open is marked
+in the admin's list and page, and the rest reads. One browser session, six
+pages."""
 
 from __future__ import annotations
 
@@ -16,16 +18,18 @@ from anvia_django.encryption.envelope import ENVELOPE_PREFIX
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import append_messages
 from tests.browser_support import BROWSER_MARKS, run_in_browser
-from tests.encryption.support import encryption
+from tests.encryption.support import encryption, flip_a_bit
 from tests.helpers import append_input, assistant, user
 
 pytestmark = BROWSER_MARKS
 
 ASKED = "My blood pressure was 150/95 this morning."
 ANSWERED = "That is high; please call your doctor today."
+PRIVATE = "Ward 9, bed 4: allergic to penicillin."
+READABLE = "Noted."
 
 
-def read_everywhere(conversation_pk: int, ref: str) -> Any:
+def read_everywhere(conversation_pk: int, ref: str, damaged_pk: int) -> Any:
     def walk(browser: Any, base_url: str) -> dict[str, Any]:
         page = browser.new_page()
         page.goto(f"{base_url}/admin/login/?next=/admin/")
@@ -40,6 +44,12 @@ def read_everywhere(conversation_pk: int, ref: str) -> Any:
         seen["browsable"] = page.locator(".response-info").inner_text()
         page.goto(f"{base_url}/anvia/api/conversations/{ref}/?format=json")
         seen["json"] = page.locator("body").inner_text()
+        page.goto(f"{base_url}/admin/anvia_django/conversation/")
+        seen["list_marks"] = page.locator("#result_list .anvia-unreadable").all_inner_texts()
+        seen["list_previews"] = page.locator("#result_list td.field-preview").all_inner_texts()
+        page.goto(f"{base_url}/admin/anvia_django/conversation/{damaged_pk}/change/")
+        seen["damaged_marks"] = page.locator(".anvia-message .anvia-unreadable").all_inner_texts()
+        seen["damaged_texts"] = page.locator(".anvia-message .anvia-text").all_inner_texts()
         return seen
 
     return walk
@@ -59,8 +69,12 @@ def test_staff_read_an_encrypted_transcript_in_the_admin_and_the_api(live_server
     with override_settings(ANVIA_DJANGO=encryption()):
         append_messages(append_input("clinic", [user(ASKED)], user_id="patient-7"))
         append_messages(append_input("clinic", [assistant(ANSWERED)], turn=2, user_id="patient-7"))
-        conversation = Conversation.objects.get()
-        seen = run_in_browser(read_everywhere(conversation.pk, conversation.ref), live_server.url)
+        append_messages(append_input("ward", [user(PRIVATE), assistant(READABLE)], user_id="p-9"))
+        damaged = MemoryMessage.objects.get(conversation__session_id="ward", position=0)
+        flip_a_bit(damaged)
+        conversation = Conversation.objects.get(session_id="clinic")
+        walk = read_everywhere(conversation.pk, conversation.ref, damaged.conversation_id)
+        seen = run_in_browser(walk, live_server.url)
 
     assert seen["admin"] == [ASKED, ANSWERED]
     assert ASKED in seen["browsable"]
@@ -68,8 +82,17 @@ def test_staff_read_an_encrypted_transcript_in_the_admin_and_the_api(live_server
     assert "anvia_enc" not in seen["browsable"]
     body = json.loads(seen["json"])
     assert [m["message"] for m in body["messages"]] == [user(ASKED), assistant(ANSWERED)]
+    # The damaged message is marked by its id in the list and on its page;
+    # the other conversation's preview and the next message still show.
+    mark = f"⚠ message {damaged.pk} cannot be opened (DecryptionError)"
+    assert seen["list_marks"] == [mark]
+    assert ASKED in seen["list_previews"]
+    (marked,) = seen["damaged_marks"]
+    assert marked.startswith(f"⚠ Message {damaged.pk} cannot be opened (DecryptionError)")
+    assert seen["damaged_texts"] == [READABLE]
+    assert PRIVATE not in str(seen)
     # At rest: envelopes only, no word of either message.
     stored = stored_message_texts()
-    assert len(stored) == 2
+    assert len(stored) == 4
     assert all(text.startswith(ENVELOPE_PREFIX) for text in stored)
     assert not any(word in text for text in stored for word in ("blood", "doctor", "150/95"))

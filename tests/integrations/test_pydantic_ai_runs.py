@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -31,7 +31,10 @@ pytestmark = pytest.mark.django_db
 
 def api(path: str) -> Any:
     client = APIClient()
-    client.force_authenticate(User.objects.create_user("staff", is_staff=True))
+    staff = User.objects.create_user("staff", is_staff=True)
+    # A failed run's error message is for those who may view failed runs.
+    staff.user_permissions.add(Permission.objects.get(codename="view_failedrun"))
+    client.force_authenticate(staff)
     response = client.get(path)
     assert response.status_code == 200
     return response.json()

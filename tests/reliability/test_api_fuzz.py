@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
+from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 
 from anvia_django.core.memory import MemoryContext, MemoryErrorInput
@@ -43,6 +44,22 @@ PASSWORD = "fuzz-password"
 def basic(username: str) -> dict[str, str]:
     token = base64.b64encode(f"{username}:{PASSWORD}".encode()).decode()
     return {"Authorization": f"Basic {token}"}
+
+
+@pytest.fixture(autouse=True)
+def basic_authentication_unthrottled() -> Any:
+    """The fuzzer calls as a script does: with HTTP Basic, which a project
+    names for the inspector (its default is the admin's session), and more
+    often than the default throttle allows one caller."""
+    scripted = {
+        "INSPECTOR_AUTHENTICATION_CLASSES": [
+            "rest_framework.authentication.SessionAuthentication",
+            "rest_framework.authentication.BasicAuthentication",
+        ],
+        "INSPECTOR_THROTTLE_RATE": None,
+    }
+    with override_settings(ANVIA_DJANGO=scripted):
+        yield
 
 
 @pytest.fixture(autouse=True)

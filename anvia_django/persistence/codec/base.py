@@ -30,6 +30,11 @@ class Codec(ABC):
     """Whether messages are stored as their JSON text, so that the database
     can compare a retried append's tail itself (PostgreSQL's append function)."""
 
+    cannot_open: tuple[type[Exception], ...]
+    """What opening a stored value raises when it does not open (tampered,
+    under a key that is gone): the inspector shows such a row as
+    unreadable and goes on with the others; the store's loads raise it."""
+
     # Messages.
 
     @abstractmethod
@@ -37,6 +42,11 @@ class Codec(ABC):
         self, owner: Owner, conversation_id: int, first: int, texts: list[str]
     ) -> list[str]:
         """The column texts of ``texts`` (JSON) stored from position ``first`` on."""
+
+    def is_sealed(self, text: str) -> bool:
+        """Whether a column's text (or only its start) holds a sealed value,
+        which opens only whole (a list previews it from the whole text)."""
+        return False
 
     @abstractmethod
     def open_text(self, conversation_id: int, position: int, text: str) -> str:

@@ -17,6 +17,7 @@ from .base import Codec, Owner
 class PlainCodec(Codec):
     opens = False
     compares_in_sql = True
+    cannot_open = ()  # nothing is opened
 
     def seal_messages(
         self, owner: Owner, conversation_id: int, first: int, texts: list[str]

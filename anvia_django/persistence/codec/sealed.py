@@ -41,6 +41,7 @@ from anvia_django.encryption.envelope import (
     parse_envelope_text,
     seal,
 )
+from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import (
     cipher_for,
     data_key_for,
@@ -64,6 +65,9 @@ class SealedCodec(Codec):
 
     opens = True
     compares_in_sql = False  # each ciphertext has its own nonce
+    # Altered or moved, or its data key destroyed (an erased owner's rows
+    # restored from a backup) or its master key removed.
+    cannot_open = (DecryptionError, MissingKeyError)
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -83,6 +87,9 @@ class SealedCodec(Codec):
             for offset, text in enumerate(texts)
         ]
         return indexed(self.alias, envelopes, texts)
+
+    def is_sealed(self, text: str) -> bool:
+        return text.startswith(ENVELOPE_PREFIX)
 
     def open_text(self, conversation_id: int, position: int, text: str) -> str:
         if not text.startswith(ENVELOPE_PREFIX):

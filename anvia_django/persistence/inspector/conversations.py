@@ -46,6 +46,11 @@ from anvia_django.persistence.inspector.rows import (
     message_from_row,
     summary_from_row,
 )
+from anvia_django.persistence.inspector.unreadable import (
+    UnreadableMessage,
+    all_readable,
+    opened_messages,
+)
 from anvia_django.persistence.reconnect import retry_read_if_connection_lost
 
 _REF_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -72,6 +77,14 @@ class MessagePage:
     @property
     def next_after(self) -> int | None:
         return self.items[-1].position if self.has_more and self.items else None
+
+
+@dataclass(frozen=True, slots=True)
+class MarkedMessagePage:
+    """A :class:`MessagePage` whose messages that do not open are marked."""
+
+    items: list[MemoryConversationMessage | UnreadableMessage]
+    has_more: bool
 
 
 def validate_limit(limit: object, *, maximum: int | None = None) -> int:
@@ -240,21 +253,29 @@ def _find_query(alias: str, by_user: bool) -> CompiledQuery:
     return compile_once(found.values_list(*_SUMMARY_ROW), alias)
 
 
-@retry_read_if_connection_lost
 def list_message_page(
     conversation_id: int, *, after: int | None = None, limit: int, using: str | None = None
 ) -> MessagePage:
     """Up to ``limit`` messages with a position above ``after``, in position
-    order; one query whatever the page."""
+    order; one query whatever the page. Raises :class:`UnreadableRecordError`
+    naming a message on the page that does not open."""
+    page = list_marked_message_page(conversation_id, after=after, limit=limit, using=using)
+    return MessagePage(items=all_readable(page.items), has_more=page.has_more)
+
+
+@retry_read_if_connection_lost
+def list_marked_message_page(
+    conversation_id: int, *, after: int | None = None, limit: int, using: str | None = None
+) -> MarkedMessagePage:
+    """:func:`list_message_page`, where a message that does not open is an
+    :class:`UnreadableMessage` instead of an error (the admin's transcript)."""
     validate_limit(limit)
     validate_after(after)
     alias = read_alias(using)
     query = _message_page_query(alias, after is not None, limit + 1)
     rows = query.rows(alias, {"conversation": conversation_id, "after": after})
-    rows = codec_for(alias).open_rows(conversation_id, rows, position=0, message=4)
-    return MessagePage(
-        items=[message_from_row(tuple(row)) for row in rows[:limit]], has_more=len(rows) > limit
-    )
+    items = opened_messages(codec_for(alias), alias, conversation_id, rows[:limit])
+    return MarkedMessagePage(items=items, has_more=len(rows) > limit)
 
 
 @lru_cache(maxsize=64)

@@ -41,8 +41,8 @@ from anvia_django.persistence.inspector.metadata_values import (
 from anvia_django.persistence.inspector.rows import (
     MESSAGE_FIELDS,
     SUMMARY_FIELDS,
-    message_from_row,
 )
+from anvia_django.persistence.inspector.unreadable import all_readable, opened_messages
 from anvia_django.persistence.reconnect import retry_read_if_connection_lost
 
 MAX_QUERY_LENGTH = 200
@@ -170,12 +170,9 @@ def search_message_page(
     messages = _matching(alias, terms).filter(conversation_id=conversation_id)
     if after is not None:
         messages = messages.filter(position__gt=after)
-    columns = ("conversation_id", *MESSAGE_FIELDS)
-    rows = list(messages.order_by("position").values_list(*columns)[: limit + 1])
-    shown = _opened(alias, rows[:limit], conversation=0, position=1, message=len(columns) - 1)
-    return MessagePage(
-        items=[message_from_row(tuple(row[1:])) for row in shown], has_more=len(rows) > limit
-    )
+    rows = list(messages.order_by("position").values_list(*MESSAGE_FIELDS)[: limit + 1])
+    shown = opened_messages(codec_for(alias), alias, conversation_id, rows[:limit])
+    return MessagePage(items=all_readable(shown), has_more=len(rows) > limit)
 
 
 @retry_read_if_connection_lost

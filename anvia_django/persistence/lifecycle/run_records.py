@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, Sum, TextField, Value
 from django.utils import timezone
 
 from anvia_django.conf import app_settings
@@ -132,10 +132,14 @@ def list_runs(
     *,
     limit: int,
     run_id: str | None = None,
+    error_messages: bool = True,
     using: str | None = None,
 ) -> list[RunRecord]:
     """The conversation's ``limit`` newest runs (or the one ``run_id``), newest first."""
-    return list_run_page(conversation_id, limit=limit, run_id=run_id, using=using).items
+    page = list_run_page(
+        conversation_id, limit=limit, run_id=run_id, error_messages=error_messages, using=using
+    )
+    return page.items
 
 
 @retry_read_if_connection_lost
@@ -145,9 +149,13 @@ def list_run_page(
     limit: int,
     run_id: str | None = None,
     before: RowKey | None = None,
+    error_messages: bool = True,
     using: str | None = None,
 ) -> KeysetPage[RunRecord]:
-    """A page of :func:`list_runs`: the ``limit`` newest runs older than ``before``."""
+    """A page of :func:`list_runs`: the ``limit`` newest runs older than ``before``.
+
+    ``error_messages=False``: each failed run's error message is ``None``,
+    neither read nor opened (for readers who may not see failed runs)."""
     validate_limit(limit)
     alias = read_alias(using)
     runs = AgentRun.objects.using(alias).filter(conversation_id=conversation_id)
@@ -155,11 +163,15 @@ def list_run_page(
         runs = runs.filter(run_id=run_id)
     if before is not None:
         runs = runs.filter(older_than("started_at", before.moment, before.id))
+    fields: tuple[str, ...] = _RUN_FIELDS
+    if not error_messages:
+        runs = runs.annotate(withheld_error=Value(None, output_field=TextField()))
+        fields = tuple("withheld_error" if f == "failed_run__error_message" else f for f in fields)
     # Then the failed run's id (to open its sealed error) and the run's (the page key).
-    columns = (*_RUN_FIELDS, "failed_run_id", "id")
+    columns = (*fields, "failed_run_id", "id")
     rows = list(runs.order_by("-started_at", "-id").values_list(*columns)[: limit + 1])
     codec = codec_for(alias)
-    if codec.opens:
+    if codec.opens and error_messages:
         rows = _with_opened_errors(codec, alias, conversation_id, rows)
     started_at = _RUN_FIELDS.index("started_at")
     return page_of(
