@@ -25,12 +25,14 @@ from typing import Any
 
 from django.core.signals import setting_changed
 from django.db import transaction
+from django.views.decorators.debug import sensitive_variables
 
 from anvia_django.conf import SETTINGS_NAME
 from anvia_django.models import DataKey
 
 from .envelope import MARKER
 from .keys import data_key_for, key_alias, keyring
+from .secret import Secret
 
 INDEX_OWNER = "blind-index"
 TOKEN_BYTES = 10
@@ -42,7 +44,7 @@ _HEX_AND_SPACES = frozenset("0123456789abcdef ")
 _WORD = re.compile(r"\w+")
 _DERIVATION_NONCE = bytes(12)
 _DERIVATION_LABEL = b"anvia-django blind index v1"
-_index_keys: dict[str, bytes] = {}
+_index_keys: dict[str, Secret] = {}
 """Key alias -> the MAC key: fetched once per process."""
 
 
@@ -57,7 +59,8 @@ def normalised_words(text: str) -> list[str]:
     return list(dict.fromkeys(_WORD.findall(folded)))
 
 
-def index_key(alias: str, *, create: bool = True) -> bytes | None:
+@sensitive_variables("key", "cipher", "derived")
+def index_key(alias: str, *, create: bool = True) -> Secret | None:
     """The MAC key of the blind index of messages on ``alias``; ``None``
     when there is none yet and ``create`` is false (a search: nothing was
     indexed, and a read never writes)."""
@@ -71,18 +74,28 @@ def index_key(alias: str, *, create: bool = True) -> bytes | None:
     # The data key only exists wrapped and as an AES-GCM cipher: a fixed
     # message under a fixed nonce, once per key, is a pseudo-random function
     # of it, which makes a separate key for the MAC (43 bytes; BLAKE2b takes 64).
-    derived = cipher.encrypt(_DERIVATION_NONCE, _DERIVATION_LABEL, None)
+    derived = Secret(cipher.encrypt(_DERIVATION_NONCE, _DERIVATION_LABEL, None), "index key")
     # Kept for the process once committed: a key made in the caller's
     # transaction may still be rolled back with it.
     transaction.on_commit(lambda: _index_keys.setdefault(kalias, derived), using=kalias)
     return derived
 
 
-def tokens(key: bytes, words: Iterable[str]) -> list[str]:
-    # Keyed BLAKE2b is a MAC (RFC 7693), and one C call per word.
-    return [blake2b(word.encode(), key=key, digest_size=TOKEN_BYTES).hexdigest() for word in words]
+@sensitive_variables("key")
+def tokens(key: Secret, words: Iterable[str]) -> list[str]:
+    # Keyed BLAKE2b is a MAC (RFC 7693). The keyed state is made once and
+    # copied per word: the key's block is not compressed again each time, and
+    # no local holds the key's bytes.
+    mac = blake2b(key=key.reveal(), digest_size=TOKEN_BYTES)
+    found = []
+    for word in words:
+        each = mac.copy()
+        each.update(word.encode())
+        found.append(each.hexdigest())
+    return found
 
 
+@sensitive_variables("key")
 def indexed(alias: str, envelopes: list[str], texts: list[str]) -> list[str]:
     """``envelopes`` (JSON text) of the messages whose JSON texts are
     ``texts``, each carrying the tokens of its words as its ``content`` when
@@ -118,6 +131,7 @@ def carried_over(alias: str, envelope: str, source: Any) -> str:
     return f'{envelope[:-1]},"content":"{found}"}}'
 
 
+@sensitive_variables("key")
 def search_tokens(alias: str, text: str) -> tuple[str, ...]:
     """The tokens a search for the words of ``text`` looks for; none when
     nothing was ever indexed."""

@@ -9,6 +9,7 @@ from django.core.management.base import OutputWrapper
 
 from anvia_django.persistence import (
     ConversationFilter,
+    compact_after_erase,
     count_conversations,
     erase_user_conversations,
 )
@@ -40,6 +41,9 @@ def erase_user(out: OutputWrapper, *, user_id: str, interactive: bool, confirm: 
         f"{counts.messages} message(s), {counts.failed_runs} failed run(s); "
         f"{keys} data key(s) destroyed."
     )
+    # After the commit: what the deleted rows left in the live database
+    # (their words in the full-text index, dead row versions).
+    _left_to_run(out, compact_after_erase(), "of the erased rows")
 
 
 def rotate_keys(
@@ -75,12 +79,21 @@ def rotate_keys(
             f"key(s) renewed, {counts.resealed_rows} row(s) of {counts.conversations} "
             f"conversation(s) sealed again, {counts.destroyed_keys} old data key(s) destroyed."
         )
+        _left_to_run(out, counts.left_to_run, "of the destroyed keys and replaced rows")
     except (DecryptionError, MissingKeyError) as error:
         # Names a key id, never content; the batches before it are
         # committed, and running the command again continues from there.
         raise CommandError(
             f"{error}. The batches done so far are kept; run the command again to continue."
         ) from None
+
+
+def _left_to_run(out: OutputWrapper, statements: list[str], what: str) -> None:
+    if statements:
+        out.write(
+            f"The database still holds dead copies {what} until these run "
+            "outside a transaction:\n" + "\n".join(f"  {statement};" for statement in statements)
+        )
 
 
 def _refuse_a_shared_key_table(alias: str) -> None:

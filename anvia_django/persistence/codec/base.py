@@ -16,8 +16,9 @@ from anvia_django.core.memory.bounded_records import RecordLimit
 from anvia_django.core.memory.errors import ErrorDescription
 from anvia_django.core.memory.search_text import SearchTerms
 
-Owner = tuple[str | None, str]
-"""A conversation's user id and ref: what chooses its data key."""
+Owner = tuple[str | None, str, str]
+"""A conversation's user id, ref and scope key: what chooses its data key
+(``encryption.keys.owner_of``)."""
 
 
 class Codec(ABC):

@@ -46,6 +46,7 @@ from anvia_django.encryption.keys import (
     data_key_for,
     destroy_data_key,
     owner_of,
+    owners_of_user,
 )
 from anvia_django.encryption.records import (
     failed_run_place,
@@ -185,7 +186,7 @@ class SealedCodec(Codec):
             return value
         text = str(value) if isinstance(value, EncodedJSON) else dumps(value)
         conversation = instance.conversation
-        owner = (conversation.user_id, conversation.ref)
+        owner = (conversation.user_id, conversation.ref, conversation.scope_key)
         if isinstance(instance, MemorySummary):
             covers_through = instance.covers_through
             return self.summary_value(owner, instance.conversation_id, covers_through, loads(text))
@@ -202,7 +203,7 @@ class SealedCodec(Codec):
     def forget_deleted(self, owners: list[Owner]) -> None:
         # The data key of a conversation without a user goes with it; a
         # user's key stays for their other ones (``erase`` destroys it).
-        gone = [owner_of(None, ref) for user_id, ref in owners if not user_id]
+        gone = [owner_of(None, ref) for user_id, ref, _ in owners if not user_id]
         if not gone:
             return
 
@@ -213,7 +214,11 @@ class SealedCodec(Codec):
         transaction.on_commit(destroy, using=self.alias)
 
     def erase_user(self, user_id: str) -> int:
-        return destroy_data_key(self.alias, owner_of(user_id, ""))
+        # Every scope's key of the user (one per tenant), and the key of
+        # the form before scopes counted.
+        return sum(
+            destroy_data_key(self.alias, owner) for owner in owners_of_user(self.alias, user_id)
+        )
 
 
 def bounded_sealed_record(
