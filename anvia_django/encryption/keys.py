@@ -12,6 +12,7 @@ never keys."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from functools import lru_cache
 from typing import Any, cast
 
@@ -242,6 +243,28 @@ def cipher_for(alias: str, pk: int, *, cached: bool = True) -> Cipher:
             f"data key {pk} does not exist (erased?): the messages sealed under it cannot be read"
         )
     return _cipher(kalias, pk, *row)
+
+
+@sensitive_variables("ciphers")
+def ciphers_of_owners(
+    alias: str, owners: Collection[str] | None, *, at_most: int
+) -> list[Cipher] | None:
+    """The ciphers of every data key (all generations) of ``owners``
+    (``None``: of every owner) in one query; ``None`` when there are more
+    than ``at_most``."""
+    kalias = key_alias(alias)
+    keys = DataKey.objects.using(kalias)
+    if owners is not None:
+        keys = keys.filter(owner__in=list(owners))
+    rows = list(
+        keys.order_by("pk").values_list("pk", "owner", "master_key_id", "wrapped_key")[
+            : at_most + 1
+        ]
+    )
+    if len(rows) > at_most:
+        return None
+    # Checked against the wrapped form: a cached cipher of a reused id is not used.
+    return [_cipher(kalias, *row) for row in rows]
 
 
 def destroy_data_key(alias: str, owner: str) -> int:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from django.db.models import QuerySet
 
 from anvia_django.core.memory.bounded_records import RecordLimit
 from anvia_django.core.memory.errors import ErrorDescription
@@ -19,6 +22,18 @@ from anvia_django.core.memory.search_text import SearchTerms
 Owner = tuple[str | None, str, str]
 """A conversation's user id, ref and scope key: what chooses its data key
 (``encryption.keys.owner_of``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """Whose messages a search covers, the narrowest given first: one
+    conversation, one user's, the conversations of a queryset (a tenant's,
+    the admin's filtered list), or, with none, every owner's. A keyed
+    index computes its tokens under the keys of those owners only."""
+
+    conversation_id: int | None = None
+    user_id: str | None = None
+    conversations: QuerySet[Any, Any] | None = None
 
 
 class Codec(ABC):
@@ -107,8 +122,8 @@ class Codec(ABC):
         """What a message or summary saved through the ORM stores."""
 
     @abstractmethod
-    def search_terms(self, terms: SearchTerms) -> SearchTerms:
-        """What the full-text index holds for ``terms``."""
+    def search_terms(self, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
+        """What the full-text index holds for ``terms`` in the messages ``scope`` covers."""
 
     @abstractmethod
     def forget_deleted(self, owners: list[Owner]) -> None:

@@ -11,7 +11,7 @@ from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.core.memory.validation import loads
 from anvia_django.fields import EncodedJSON
 
-from .base import Codec, Owner
+from .base import Codec, Owner, SearchScope
 
 
 class PlainCodec(Codec):
@@ -71,7 +71,7 @@ class PlainCodec(Codec):
     def value_to_save(self, instance: Any, value: Any) -> Any:
         return value
 
-    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+    def search_terms(self, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
         return terms
 
     def forget_deleted(self, owners: list[Owner]) -> None:

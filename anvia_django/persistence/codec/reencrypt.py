@@ -98,7 +98,7 @@ def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: in
             for (_, position, _), text in zip(rows, texts, strict=True)
         ]
         # The blind index's tokens too, when it is on (a plain row gets its first).
-        envelopes = indexed(alias, envelopes, texts)
+        envelopes = indexed(key.cipher, envelopes, texts)
         resealed = [(envelope, pk) for envelope, (pk, _, _) in zip(envelopes, rows, strict=True)]
         _update(alias, MemoryMessage, ("message",), resealed)
     return len(rows)

@@ -20,16 +20,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from anvia_django.core.memory.bounded_records import RecordLimit, bound_record
-from anvia_django.core.memory.errors import ErrorDescription
+from anvia_django.core.memory.errors import ErrorDescription, InvalidMemoryInputError
 from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.core.memory.validation import dumps, loads
+from anvia_django.encryption import blind_index
 from anvia_django.encryption.blind_index import (
+    INDEX_OWNER,
     blind_index_enabled,
-    carried_over,
     indexed,
-    search_tokens,
+    search_alternatives,
 )
 from anvia_django.encryption.envelope import (
     ENVELOPE_PREFIX,
@@ -43,6 +45,7 @@ from anvia_django.encryption.envelope import (
 )
 from anvia_django.encryption.keys import (
     cipher_for,
+    ciphers_of_owners,
     data_key_for,
     destroy_data_key,
     owner_of,
@@ -55,9 +58,9 @@ from anvia_django.encryption.records import (
     summary_place,
 )
 from anvia_django.fields import EncodedJSON
-from anvia_django.models import MemorySummary
+from anvia_django.models import Conversation, MemorySummary
 
-from .base import Codec, Owner
+from .base import Codec, Owner, SearchScope
 
 
 class SealedCodec(Codec):
@@ -83,7 +86,7 @@ class SealedCodec(Codec):
             seal(cipher, key_id, conversation_id, first + offset, text)
             for offset, text in enumerate(texts)
         ]
-        return indexed(self.alias, envelopes, texts)
+        return indexed(cipher, envelopes, texts)
 
     def open_text(self, conversation_id: int, position: int, text: str) -> str:
         if not text.startswith(ENVELOPE_PREFIX):
@@ -133,7 +136,8 @@ class SealedCodec(Codec):
             else:
                 text = dumps(value)  # written before encryption was on
             resealed = seal(cipher, key_id, fork_id, position, text)
-            return EncodedJSON(carried_over(self.alias, resealed, value))
+            # The tokens too: the fork's owner has its own index key.
+            return EncodedJSON(indexed(cipher, [resealed], [text])[0])
 
         return sealed_copy
 
@@ -194,11 +198,27 @@ class SealedCodec(Codec):
             self.seal_messages(owner, instance.conversation_id, instance.position, [text])[0]
         )
 
-    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+    def search_terms(self, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
         if terms.blind or not blind_index_enabled():
             return terms
-        found = search_tokens(self.alias, terms.text)
-        return SearchTerms(text=" ".join(found), words=found, blind=True)
+        # Every generation of each owner's keys, the key their user had
+        # before scopes counted, and the one index key of earlier versions.
+        owners = _owners_in(self.alias, scope)
+        ciphers = ciphers_of_owners(
+            self.alias,
+            None if owners is None else [*owners, INDEX_OWNER],
+            at_most=blind_index.MAX_SEARCH_KEYS,
+        )
+        if ciphers is None:
+            raise InvalidMemoryInputError(
+                f"covers sealed messages under more than {blind_index.MAX_SEARCH_KEYS} data "
+                "keys, more than a search of the blind index serves: narrow it to a user "
+                "or a tenant",
+                path="q",
+            )
+        alternatives = search_alternatives(ciphers, terms.text) if ciphers else ()
+        found = tuple(token for group in alternatives for token in group)
+        return SearchTerms(" ".join(found), found, blind=True, alternatives=alternatives)
 
     def forget_deleted(self, owners: list[Owner]) -> None:
         # The data key of a conversation without a user goes with it; a
@@ -219,6 +239,32 @@ class SealedCodec(Codec):
         return sum(
             destroy_data_key(self.alias, owner) for owner in owners_of_user(self.alias, user_id)
         )
+
+
+def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:
+    """The data key owners of the conversations ``scope`` covers; ``None``
+    for every owner."""
+    conversations = Conversation.objects.using(alias)
+    if scope.conversation_id is not None:
+        conversations = conversations.filter(pk=scope.conversation_id)
+    elif scope.user_id is not None:
+        return set(owners_of_user(alias, scope.user_id))
+    elif scope.conversations is not None and scope.conversations.query.has_filters():
+        conversations = scope.conversations.order_by()
+    else:
+        return None
+    bound = blind_index.MAX_SEARCH_KEYS + 1
+    users = (
+        conversations.exclude(user_id__isnull=True)
+        .exclude(user_id="")
+        .values_list("user_id", "scope_key")
+        .distinct()[:bound]
+    )
+    owners = {owner_of(user_id, "", key) for user_id, key in users}
+    owners |= {owner_of(user_id, "") for user_id, _ in users}  # their keys of before scopes
+    ownerless = conversations.filter(Q(user_id__isnull=True) | Q(user_id=""))
+    owners |= {owner_of(None, ref) for ref in ownerless.values_list("ref", flat=True)[:bound]}
+    return owners
 
 
 def bounded_sealed_record(
