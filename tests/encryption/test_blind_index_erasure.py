@@ -126,3 +126,8 @@ def test_a_search_over_more_keys_than_the_bound_is_refused_and_a_narrower_one_se
         assert sessions("shared", user_id="u1") == {"a1", "g1"}  # two keys
         acme = search_conversation_page("shared", 10, metadata={"tenant_id": "acme"})
         assert {item.session_id for item in acme.items} == {"a1", "a2"}  # two keys
+        append_messages(
+            append_input("a3", [user("shared word")], user_id="u3", metadata={"tenant_id": "acme"})
+        )
+        with pytest.raises(InvalidMemoryInputError, match="narrow it"):  # three owners now
+            search_conversation_page("shared", 10, metadata={"tenant_id": "acme"})

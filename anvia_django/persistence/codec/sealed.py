@@ -210,12 +210,7 @@ class SealedCodec(Codec):
             at_most=blind_index.MAX_SEARCH_KEYS,
         )
         if ciphers is None:
-            raise InvalidMemoryInputError(
-                f"covers sealed messages under more than {blind_index.MAX_SEARCH_KEYS} data "
-                "keys, more than a search of the blind index serves: narrow it to a user "
-                "or a tenant",
-                path="q",
-            )
+            raise _too_wide()
         alternatives = search_alternatives(ciphers, terms.text) if ciphers else ()
         found = tuple(token for group in alternatives for token in group)
         return SearchTerms(" ".join(found), found, blind=True, alternatives=alternatives)
@@ -243,7 +238,8 @@ class SealedCodec(Codec):
 
 def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:
     """The data key owners of the conversations ``scope`` covers; ``None``
-    for every owner."""
+    for every owner. Refused (``_too_wide``) past the bound: an owner left
+    out would leave their messages unfound without a word."""
     conversations = Conversation.objects.using(alias)
     if scope.conversation_id is not None:
         conversations = conversations.filter(pk=scope.conversation_id)
@@ -253,18 +249,29 @@ def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:
         conversations = scope.conversations.order_by()
     else:
         return None
-    bound = blind_index.MAX_SEARCH_KEYS + 1
-    users = (
+    bound = blind_index.MAX_SEARCH_KEYS
+    users = list(
         conversations.exclude(user_id__isnull=True)
         .exclude(user_id="")
         .values_list("user_id", "scope_key")
-        .distinct()[:bound]
+        .distinct()[: bound + 1]
     )
+    ownerless = conversations.filter(Q(user_id__isnull=True) | Q(user_id=""))
+    refs = list(ownerless.values_list("ref", flat=True)[: bound + 1])
+    if len(users) + len(refs) > bound:
+        raise _too_wide()
     owners = {owner_of(user_id, "", key) for user_id, key in users}
     owners |= {owner_of(user_id, "") for user_id, _ in users}  # their keys of before scopes
-    ownerless = conversations.filter(Q(user_id__isnull=True) | Q(user_id=""))
-    owners |= {owner_of(None, ref) for ref in ownerless.values_list("ref", flat=True)[:bound]}
+    owners |= {owner_of(None, ref) for ref in refs}
     return owners
+
+
+def _too_wide() -> InvalidMemoryInputError:
+    return InvalidMemoryInputError(
+        f"covers sealed messages under more than {blind_index.MAX_SEARCH_KEYS} data keys, "
+        "more than a search of the blind index serves: narrow it to a user or a tenant",
+        path="q",
+    )
 
 
 def bounded_sealed_record(
