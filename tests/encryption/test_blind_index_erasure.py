@@ -14,6 +14,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.encryption import blind_index
@@ -26,6 +27,7 @@ from anvia_django.persistence import (
     search_message_page,
     search_messages,
 )
+from tests.api_client import LIST_URL
 from tests.encryption.test_key_database import (
     KEYS,
     dump_main_database,
@@ -33,6 +35,7 @@ from tests.encryption.test_key_database import (
     restore_main_database,
 )
 from tests.helpers import append_input, assistant, user
+from tests.test_admin import viewer
 
 pytestmark = [
     pytest.mark.django_db(databases=["default", "keys"]),
@@ -131,3 +134,19 @@ def test_a_search_over_more_keys_than_the_bound_is_refused_and_a_narrower_one_se
         )
         with pytest.raises(InvalidMemoryInputError, match="narrow it"):  # three owners now
             search_conversation_page("shared", 10, metadata={"tenant_id": "acme"})
+
+
+def test_the_api_and_the_admin_answer_a_search_past_the_bound_without_a_500(
+    monkeypatch: pytest.MonkeyPatch, staff: APIClient
+) -> None:
+    monkeypatch.setattr(blind_index, "MAX_SEARCH_KEYS", 1)
+    with _indexed():
+        for name in ("u1", "u2"):
+            append_messages(append_input(name, [user("shared word")], user_id=name))
+        response = staff.get(LIST_URL, {"q": "shared"})
+        assert response.status_code == 400
+        assert "narrow it to a user or a tenant" in response.json()["q"][0]
+        assert len(staff.get(LIST_URL, {"q": "shared", "userId": "u1"}).json()) == 1
+        page = viewer().get("/admin/anvia_django/conversation/", {"q": "shared"})
+        assert page.status_code == 200
+        assert "narrow it to a user or a tenant" in page.content.decode()
