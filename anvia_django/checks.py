@@ -181,6 +181,42 @@ def check_inspector_settings(
                     id="anvia_django.W101",
                 )
             )
+    messages.extend(_check_staff_tenants(values))
+    return messages
+
+
+def _check_staff_tenants(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    from .tenants import load_hook
+
+    hook = values["STAFF_TENANTS"]
+    if hook is None:
+        return []
+    messages: list[checks.CheckMessage] = []
+    try:
+        load_hook(hook)
+    except (ImportError, TypeError) as error:
+        messages.append(
+            checks.Error(
+                f"STAFF_TENANTS must be a callable or a dotted path to one ({error}).",
+                hint="Every page of the admin's agent memory and every inspector API request "
+                "fails until this is fixed.",
+                id="anvia_django.E110",
+            )
+        )
+    try:
+        scope = parse_scope(values["SCOPE"])
+    except ValueError:
+        return messages  # check_settings reports it
+    if not scope.metadata_keys:
+        messages.append(
+            checks.Error(
+                "STAFF_TENANTS restricts staff to tenants, but SCOPE names no metadata key "
+                "to hold a conversation's tenant id.",
+                hint='For example "SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]}; '
+                "the first key is the tenant.",
+                id="anvia_django.E111",
+            )
+        )
     return messages
 
 

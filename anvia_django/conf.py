@@ -35,6 +35,10 @@ DEFAULTS: dict[str, Any] = {
     # the one INSPECTOR_USER_RESOLVER returns for the request (none if None).
     "INSPECTOR_OWNER_MODE": False,
     "INSPECTOR_USER_RESOLVER": "anvia_django.api.owners.request_user_pk",
+    # A callable (or its dotted path) taking the request and returning the
+    # tenant ids its user may see in the admin and the API (None: all). See
+    # anvia_django/tenants.py and docs/scopes.md.
+    "STAFF_TENANTS": None,
     # Messages per page of the admin's transcript.
     "ADMIN_TRANSCRIPT_PAGE_SIZE": 100,
     # Largest message, as compact UTF-8 JSON, that append accepts; None for no bound.
@@ -118,6 +122,11 @@ class AppSettings:
     def INSPECTOR_USER_RESOLVER(self) -> Any:
         """A dotted path or a callable ``(request) -> str | None``."""
         return self._get("INSPECTOR_USER_RESOLVER")
+
+    @property
+    def STAFF_TENANTS(self) -> Any:
+        """``None``, a dotted path or a callable ``(request) -> Iterable[str] | None``."""
+        return self._get("STAFF_TENANTS")
 
     @property
     def ADMIN_TRANSCRIPT_PAGE_SIZE(self) -> int:

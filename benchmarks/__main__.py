@@ -20,7 +20,10 @@ BACKENDS = ("sqlite", "postgres", "mariadb")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
-    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats (CI)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 3 repeats")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, one repeat, no figures to read (CI)"
+    )
     parser.add_argument(
         "--output", type=Path, default=None, help="write the markdown report here too"
     )
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, "-m", "benchmarks", "--child-json", str(out)]
             if args.quick:
                 command.append("--quick")
+            if args.smoke:
+                command.append("--smoke")
             if args.only:
                 command += ["--only", args.only]
             if args.no_peers:

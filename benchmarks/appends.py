@@ -38,7 +38,7 @@ from .peers import Peer
 from .raw import Baseline
 from .settings import PREPARED_ALIAS
 from .timing import Row
-from .workloads import QUICK, Append, Sizes, batch_schedule, single_message_schedule, user_of
+from .workloads import QUICK, SMOKE, Append, Sizes, batch_schedule, single_message_schedule, user_of
 
 STALL_SECONDS = float(os.environ.get("ANVIA_BENCH_STALL_SECONDS", 600))
 """A contender that takes longer for one measurement fails the run, named."""
@@ -317,9 +317,9 @@ async def append_rows(
                 continue
             print(f"     {case.workload} {case.what} ...", flush=True)
             started = time.monotonic()
-            # --quick keeps CI short: the peers join W1 only, which still
-            # runs (and checks) every peer's code.
-            with_peers = sizes != QUICK or case.workload == "W1"
+            # --quick and --smoke stay short: the peers join W1 only, which
+            # still runs (and checks) every peer's code.
+            with_peers = sizes not in (QUICK, SMOKE) or case.workload == "W1"
             joined = contenders if with_peers else contenders[:2]
             failed = dict(not_opened) if with_peers else {}
             times = await measure_case(

@@ -65,7 +65,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     from . import workloads
     from .raw import make_baseline
 
-    sizes = workloads.QUICK if args.quick else workloads.Sizes()
+    sizes = workloads.SMOKE if args.smoke else workloads.QUICK if args.quick else workloads.Sizes()
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     baseline = make_baseline()
     await baseline.open(sizes.concurrency)

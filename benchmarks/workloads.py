@@ -72,6 +72,32 @@ QUICK = Sizes(
 )
 
 
+SMOKE = Sizes(
+    sessions=4,
+    messages_per_session=5,
+    concurrency=4,
+    long_session=50,
+    long_loads=1,
+    short_loads=10,
+    list_small=200,
+    list_large=1_000,
+    list_calls=3,
+    api_conversations=200,
+    api_requests=3,
+    memory_small=200,
+    memory_large=1_000,
+    write_repeats=1,
+    slow_peer_repeats=1,
+    one_session_writers=4,
+    one_session_appends=3,
+    read_repeats=1,
+    jobs=3,
+    search_messages=1_000,
+)
+"""Every workload and peer once, at sizes that still run each code path: for
+CI, so the harness cannot rot. Its figures mean nothing."""
+
+
 @dataclass
 class Bench:
     store: DjangoMemoryStore

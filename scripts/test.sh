@@ -60,7 +60,7 @@ if [ "$#" -gt 0 ]; then
 fi
 
 # The whole run: the checks that need no test database (ruff, mypy, the
-# quick benchmark, whose numbers are not judged) beside the test cells,
+# smoke benchmark, whose numbers are not judged) beside the test cells,
 # which spend much of their time waiting on the databases; their output
 # after the cells'. Both must pass.
 checks_log=$(mktemp)

@@ -96,17 +96,28 @@ def test_bad_values_are_a_400_naming_the_parameter(staff: APIClient) -> None:
         assert set(response.json()) == {"tenantId"}
 
 
-def test_without_metadata_keys_the_params_are_ignored(staff: APIClient) -> None:
+def test_without_metadata_keys_the_params_are_refused(staff: APIClient) -> None:
     make_tenant_conversations(2, tenant="acme", prefix="acme")
     make_tenant_conversations(1, tenant="zed", prefix="zed")
-    assert sessions(staff, tenantId="acme") == ["acme-0", "acme-1", "zed-0"]
+    # Not ignored: that would list every tenant to a client that meant one.
+    response = staff.get(LIST_URL, {"tenantId": "acme"})
+    assert response.status_code == 400
+    assert list(response.json()) == ["tenantId"]
 
 
 @override_settings(ANVIA_DJANGO=TENANTS)
-def test_unknown_params_keep_todays_behaviour(staff: APIClient) -> None:
+def test_a_misspelt_filter_is_a_400_naming_it(staff: APIClient) -> None:
     make_tenant_conversations(1, tenant="acme", prefix="acme")
     make_tenant_conversations(1, tenant="zed", prefix="zed")
-    assert sessions(staff, regionId="eu", tenant_id="acme") == ["acme-0", "zed-0"]
+    response = staff.get(LIST_URL, {"regionId": "eu", "tenant_id": "acme"})
+    assert response.status_code == 400
+    errors = response.json()
+    assert set(errors) == {"regionId", "tenant_id"}
+    assert errors["tenant_id"] == [
+        "tenant_id: not a parameter of this endpoint "
+        "(it takes cursor, format, limit, orgId, q, tenantId, userId)"
+    ]
+    assert sessions(staff, tenantId="acme") == ["acme-0"]
 
 
 @override_settings(ANVIA_DJANGO={**TENANTS, "INSPECTOR_DEFAULT_LIMIT": 3})

@@ -17,6 +17,7 @@ from anvia_django.integrations.pydantic_ai.display import with_media_sizes
 from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.models import AgentRun, Conversation, FailedRun, MemorySummary
 from anvia_django.persistence import (
+    TenantRestriction,
     conversation_lineage,
     conversation_row_ids,
     list_failed_runs,
@@ -28,6 +29,7 @@ from anvia_django.persistence import (
     run_totals,
     with_preview_columns,
 )
+from anvia_django.tenants import visible_tenants
 
 from .counting import EstimatedCountPaginator
 from .links import change_url, changelist_url, transcript_url
@@ -36,6 +38,7 @@ from .paging import TranscriptPage, transcript_page
 from .previews import SOURCE_CHARS, preview
 from .scope_filters import scope_list_filters
 from .search import ConversationTextSearchMixin
+from .tenants import TenantRestrictedAdminMixin
 from .transcript import MediaUrl, json_text, transcript_entries
 
 FAILED_RUNS_SHOWN = 20
@@ -57,7 +60,10 @@ class FailedRunFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
+class ConversationAdmin(
+    ConversationTextSearchMixin, TenantRestrictedAdminMixin, ReadOnlyAdminMixin
+):
+    tenant_through = ""
     list_display = (
         "session_id",
         "preview",
@@ -189,7 +195,7 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
         summaries_url = f"{changelist_url(site, MemorySummary)}?conversation__id__exact={obj.pk}"
         failed_url = f"{changelist_url(site, FailedRun)}?conversation__id__exact={obj.pk}"
         return {
-            **self._lineage_context(obj),
+            **self._lineage_context(obj, visible_tenants(request)),
             "summaries": list_summaries(obj.pk, limit=SUMMARIES_SHOWN),
             "summaries_shown": SUMMARIES_SHOWN,
             "summaries_url": summaries_url if may(f"{label}.view_memorysummary") else "",
@@ -210,9 +216,11 @@ class ConversationAdmin(ConversationTextSearchMixin, ReadOnlyAdminMixin):
             "failed_runs_url": failed_url,
         }
 
-    def _lineage_context(self, obj: Conversation) -> dict[str, Any]:
+    def _lineage_context(
+        self, obj: Conversation, tenants: TenantRestriction | None
+    ) -> dict[str, Any]:
         site = self.admin_site
-        lineage = conversation_lineage(obj.pk, limit=FORKS_SHOWN)
+        lineage = conversation_lineage(obj.pk, limit=FORKS_SHOWN, tenants=tenants)
         source = lineage.forked_from
         fork_ids = conversation_row_ids([fork.ref for fork in lineage.forks if fork.ref])
         changelist = changelist_url(site, Conversation)

@@ -19,6 +19,7 @@ from .links import link, transcript_url
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .previews import preview
 from .search import MessageTextSearchMixin
+from .tenants import TenantRestrictedAdminMixin
 
 ROLES = ("user", "assistant", "tool", "system")
 
@@ -38,7 +39,7 @@ class RoleFilter(admin.SimpleListFilter):
         return queryset.filter(role=value) if value else queryset
 
 
-class ConversationColumnMixin(ReadOnlyAdminMixin):
+class ConversationColumnMixin(TenantRestrictedAdminMixin, ReadOnlyAdminMixin):
     """A "conversation" column that links to the conversation's page."""
 
     list_select_related = ("conversation",)

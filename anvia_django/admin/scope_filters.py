@@ -23,9 +23,12 @@ from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.models import Conversation
 from anvia_django.persistence import (
     MetadataString,
+    TenantRestriction,
     filter_by_metadata,
+    restrict_to_tenants,
     validate_metadata_filter,
 )
+from anvia_django.tenants import visible_tenants
 
 SAMPLED_CONVERSATIONS = 1000
 """How many of the newest conversations the choices are read from."""
@@ -39,7 +42,8 @@ class MetadataValueFilter(admin.SimpleListFilter):
     path: str = ""
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        values = set(recent_values(self.path, using=model_admin.get_queryset(request).db))
+        using = model_admin.get_queryset(request).db
+        values = set(recent_values(self.path, using=using, tenants=visible_tenants(request)))
         chosen = self.value()
         shown = sorted(values)[:CHOICES_SHOWN]
         if chosen and chosen not in shown:
@@ -58,11 +62,11 @@ class MetadataValueFilter(admin.SimpleListFilter):
         return filter_by_metadata(queryset, values)
 
 
-def recent_values(path: str, *, using: str) -> list[str]:
+def recent_values(path: str, *, using: str, tenants: TenantRestriction | None = None) -> list[str]:
     """The strings at ``path`` in the newest conversations' metadata (one
-    query, at most :data:`SAMPLED_CONVERSATIONS` rows)."""
+    query, at most :data:`SAMPLED_CONVERSATIONS` rows), of ``tenants`` only."""
     newest = (
-        Conversation.objects.using(using)
+        restrict_to_tenants(Conversation.objects.using(using), tenants)
         .order_by("-updated_at", "-id")
         .annotate(_scope_value=MetadataString(path))
         .values_list("_scope_value", flat=True)[:SAMPLED_CONVERSATIONS]

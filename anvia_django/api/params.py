@@ -9,6 +9,7 @@ import re
 
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
+from rest_framework.settings import api_settings
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -85,6 +86,44 @@ def metadata_filter_param(request: Request) -> dict[str, str]:
         if value is not None:
             values[path] = value
     return values
+
+
+KNOWN_QUERY_PARAMS: dict[str, frozenset[str]] = {
+    "list": frozenset({"limit", "cursor", "q", "userId"}),
+    "retrieve": frozenset(),
+    "messages": frozenset({"after", "limit", "q"}),
+    "media": frozenset({"item"}),
+    "runs": frozenset({"limit", "runId", "cursor"}),
+    "lineage": frozenset({"limit", "cursor"}),
+    "summaries": frozenset({"limit", "cursor"}),
+}
+"""The query parameters each action of the conversation viewset reads,
+besides DRF's ``?format=``; the list also takes each metadata key's."""
+
+UNKNOWN_SHOWN = 5
+NAME_SHOWN = 40
+
+
+def refuse_unknown_params(
+    request: Request, known: frozenset[str], *, with_metadata: bool = False
+) -> None:
+    """A 400 naming each query parameter (the first few) that is not in
+    ``known``, the format override or, ``with_metadata``, a metadata key's."""
+    allowed = set(known)
+    if with_metadata:
+        allowed.update(metadata_params())
+    if api_settings.URL_FORMAT_OVERRIDE:
+        allowed.add(api_settings.URL_FORMAT_OVERRIDE)
+    unknown = sorted(set(request.query_params) - allowed)
+    if not unknown:
+        return
+    takes = ", ".join(sorted(allowed)) or "none"
+    errors = {}
+    for name in unknown[:UNKNOWN_SHOWN]:
+        # Named as sent, cut short: the key and the message are for a person.
+        shown = name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN] + "..."
+        errors[shown] = [f"{shown}: not a parameter of this endpoint (it takes {takes})"]
+    raise ValidationError(errors)
 
 
 def search_param(request: Request) -> str | None:

@@ -38,6 +38,7 @@ from anvia_django.persistence import (
     search_conversation_page,
     search_message_page,
 )
+from anvia_django.tenants import visible_tenants
 
 from .base import InspectorAccessMixin, ReadableErrorsMixin
 from .cursors import (
@@ -54,10 +55,12 @@ from .link_header import next_link
 from .openapi import documented, view_schema
 from .owners import visibility
 from .params import (
+    KNOWN_QUERY_PARAMS,
     after_param,
     identifier_param,
     limit_param,
     metadata_filter_param,
+    refuse_unknown_params,
     search_param,
     search_refused,
     user_id_param,
@@ -93,6 +96,16 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
     # For AdminViewPermission: the models each action shows, as in the admin
     # (run records need their own view permission there too).
     view_permission_models = {None: ("conversation",), "runs": ("conversation", "agentrun")}
+    # The query parameters each action reads: any other answers 400 naming
+    # it, so a misspelt filter never silently widens a list. An action not
+    # named here (a subclass's own) is not checked.
+    known_query_params = KNOWN_QUERY_PARAMS
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # authentication and permissions first
+        known = self.known_query_params.get(self.action or "")
+        if known is not None:
+            refuse_unknown_params(request, known, with_metadata=self.action == "list")
 
     @documented("list")
     def list(self, request: Request) -> Response:
@@ -109,12 +122,15 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         scope = visibility(request, user_id_param(request))
         if scope.nothing:
             return Response([])
+        tenants = visible_tenants(request)
         if q is None:
-            page = list_conversation_page(limit, scope.user_id, after=after, metadata=metadata)
+            page = list_conversation_page(
+                limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
+            )
         else:
             try:
                 page = search_conversation_page(
-                    q, limit, scope.user_id, after=after, metadata=metadata
+                    q, limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
                 )
             except InvalidMemoryInputError as error:
                 raise search_refused(error) from None
@@ -200,7 +216,8 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         before = _cursor(request, decode_fork_cursor)
         found = self._find(request, ref)
         user_id = visibility(request).user_id
-        page = lineage_page(found.id, user_id=user_id, limit=limit, before=before)
+        tenants = visible_tenants(request)
+        page = lineage_page(found.id, user_id=user_id, limit=limit, before=before, tenants=tenants)
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_fork_cursor(page.next_key))
@@ -236,7 +253,8 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
 
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)
-        found = None if scope.nothing else find_conversation(ref, scope.user_id)
+        tenants = visible_tenants(request)
+        found = None if scope.nothing else find_conversation(ref, scope.user_id, tenants=tenants)
         if found is None:
             raise NotFound("No such conversation.")
         return found

@@ -12,34 +12,69 @@ from anvia_django.persistence import (
     compact_after_erase,
     count_conversations,
     erase_user_conversations,
+    scope_keys_of,
 )
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 
 from .progress import Progress
+from .tenants import NO_TENANT, TenantChoice, describe, require_one_tenant
 
 Confirm = Callable[[str], bool]
 
 
-def erase_user(out: OutputWrapper, *, user_id: str, interactive: bool, confirm: Confirm) -> None:
-    """Destroy the user's data key, then delete their conversations.
+def erase_user(
+    out: OutputWrapper,
+    *,
+    user_id: str,
+    interactive: bool,
+    confirm: Confirm,
+    tenants: TenantChoice = NO_TENANT,
+) -> None:
+    """Destroy the user's data keys, then delete their conversations (with
+    ``tenants.metadata``, those of that tenant only, and that tenant's keys).
 
-    The key goes first: should the deletion of the rows fail, they (and
+    The keys go first: should the deletion of the rows fail, they (and
     every copy of them, backups included) no longer decrypt, and running
-    the command again deletes them.
+    the command again deletes them. Under a tenant scope a user has a key
+    per tenant; a key made before that (``user:<id>``) seals their rows of
+    every tenant, so erasing one tenant keeps it while the user has
+    conversations in another, and says so.
     """
-    planned = count_conversations(ConversationFilter(user_id=user_id))
+    selection = ConversationFilter(user_id=user_id, metadata=tenants.metadata)
+    require_one_tenant(
+        selection, tenants, subject=f"User {user_id!r}'s conversations", verb="erase", done="erased"
+    )
+    whose = f"user {user_id!r}{describe(tenants)}"
+    planned = count_conversations(selection)
+    elsewhere = 0
+    if tenants.metadata:
+        everywhere = count_conversations(ConversationFilter(user_id=user_id))
+        elsewhere = everywhere.conversations - planned.conversations
     if interactive and not confirm(
-        f"Erase user {user_id!r}: destroy their data key and delete "
+        f"Erase {whose}: destroy their data key and delete "
         f"{planned.conversations} conversation(s) ({planned.messages} message(s))?"
     ):
         raise CommandError("Cancelled; nothing was deleted.")
-    keys = codec_for(write_alias(None)).erase_user(user_id)
-    counts = erase_user_conversations(user_id)
+    codec = codec_for(write_alias(None))
+    if elsewhere:
+        keys = codec.erase_user(user_id, scope_keys=scope_keys_of(selection))
+        shared = codec.shares_a_key_across_scopes(user_id)
+    else:
+        keys, shared = codec.erase_user(user_id), False
+    counts = erase_user_conversations(user_id, metadata=tenants.metadata)
+    kept = ""
+    if shared:
+        kept = (
+            " Their data key from before keys were per tenant was kept: it also seals rows "
+            f"of their {elsewhere} conversation(s) in other tenants, so copies of erased rows "
+            "sealed under it (backups) still decrypt with it. `rotate-keys --reencrypt` "
+            "moves those rows to per-tenant keys."
+        )
     out.write(
-        f"Erased user {user_id!r}: {counts.conversations} conversation(s), "
+        f"Erased {whose}: {counts.conversations} conversation(s), "
         f"{counts.messages} message(s), {counts.failed_runs} failed run(s); "
-        f"{keys} data key(s) destroyed."
+        f"{keys} data key(s) destroyed.{kept}"
     )
     # After the commit: what the deleted rows left in the live database
     # (their words in the full-text index, dead row versions).

@@ -38,6 +38,7 @@ from anvia_django.persistence import (
 from .jsonl import record_json
 from .pipes import closed_stdout, quiet_stdout
 from .progress import Progress, plain
+from .tenants import NO_TENANT, TenantChoice, describe, require_one_tenant
 from .transcript import render_transcript, terminal_safe
 
 Confirm = Callable[[str], bool]
@@ -75,11 +76,14 @@ def export_conversations(
     output: Path | None,
     batch_size: int,
     verbosity: int,
+    tenants: TenantChoice = NO_TENANT,
 ) -> None:
     if session is not None:
-        selection = ConversationFilter(ref=_require_conversation(session).ref)
+        selection = ConversationFilter(ref=_require_conversation(session, tenants).ref)
     else:
-        selection = ConversationFilter(user_id=user_id)
+        selection = ConversationFilter(user_id=user_id, metadata=tenants.metadata)
+        subject = "The conversations" if user_id is None else f"User {user_id!r}'s conversations"
+        require_one_tenant(selection, tenants, subject=subject, verb="export", done="exported")
     # JSON Lines on stdout must stay clean, so reports go to stderr there.
     report = err if output is None else out
     progress = Progress(err, verbosity, label="Exporting")
@@ -114,11 +118,15 @@ def clear_conversations(
     interactive: bool,
     confirm: Confirm,
     dry_run: bool = False,
+    tenants: TenantChoice = NO_TENANT,
 ) -> None:
     if session is not None:
-        found = resolve_conversation(session)
+        found = resolve_conversation(session, metadata=tenants.metadata)
         if found is None:
-            out.write(f"No conversation has the session id or ref {session!r}; nothing cleared.")
+            out.write(
+                f"No conversation{describe(tenants)} has the session id or ref {session!r}; "
+                "nothing cleared."
+            )
             return
         if dry_run:
             planned = count_conversations(ConversationFilter(ref=found.ref))
@@ -133,18 +141,24 @@ def clear_conversations(
         counts = delete_matching_conversations(ConversationFilter(ref=found.ref))
     else:
         assert user_id is not None  # the parser requires --session or --user
-        selection = ConversationFilter(user_id=user_id)
+        selection = ConversationFilter(user_id=user_id, metadata=tenants.metadata)
+        require_one_tenant(
+            selection,
+            tenants,
+            subject=f"User {user_id!r}'s conversations",
+            verb="delete",
+            done="deleted",
+        )
+        whose = f"user {user_id!r}{describe(tenants)}"
         planned = count_conversations(selection)
         if dry_run:
-            out.write(
-                f"Would delete {_describe(planned)} of user {user_id!r} (dry run; nothing deleted)."
-            )
+            out.write(f"Would delete {_describe(planned)} of {whose} (dry run; nothing deleted).")
             return
         if not planned.conversations:
-            out.write(f"User {user_id!r} has no conversations; nothing cleared.")
+            out.write(f"{whose[0].upper()}{whose[1:]} has no conversations; nothing cleared.")
             return
-        _confirm(interactive, confirm, f"Delete {_describe(planned)} of user {user_id!r}?")
-        counts = erase_user_conversations(user_id)
+        _confirm(interactive, confirm, f"Delete {_describe(planned)} of {whose}?")
+        counts = erase_user_conversations(user_id, metadata=tenants.metadata)
     out.write(f"Deleted {_describe(counts)}.")
 
 
@@ -158,21 +172,30 @@ def prune_conversations(
     interactive: bool,
     confirm: Confirm,
     verbosity: int,
+    tenants: TenantChoice = NO_TENANT,
 ) -> None:
     try:
         cutoff = timezone.now() - older_than
     except OverflowError:
         raise CommandError("--older-than reaches before the year 1; use a shorter age.") from None
-    selection = ConversationFilter(updated_before=cutoff)
-    when = f"last updated before {cutoff.isoformat(timespec='seconds')}"
+    selection = ConversationFilter(updated_before=cutoff, metadata=tenants.metadata)
+    # " of tenant_id 'acme' last updated before ...", or without the tenant.
+    when = f"{describe(tenants)} last updated before {cutoff.isoformat(timespec='seconds')}"
+    require_one_tenant(
+        selection,
+        tenants,
+        subject=f"The conversations{when}",
+        verb="delete",
+        done="deleted",
+    )
     planned = count_conversations(selection)
     if dry_run:
-        out.write(f"Would delete {_describe(planned)} {when} (dry run; nothing deleted).")
+        out.write(f"Would delete {_describe(planned)}{when} (dry run; nothing deleted).")
         return
     if not planned.conversations:
-        out.write(f"No conversations {when}; nothing deleted.")
+        out.write(f"No conversations{when}; nothing deleted.")
         return
-    _confirm(interactive, confirm, f"Delete {_describe(planned)} {when}?")
+    _confirm(interactive, confirm, f"Delete {_describe(planned)}{when}?")
     progress = Progress(err, verbosity, label="Pruning")
     done = DeletionCounts()
 
@@ -183,7 +206,7 @@ def prune_conversations(
 
     counts = delete_matching_conversations(selection, batch_size=batch_size, on_batch=on_batch)
     progress.done()
-    out.write(f"Deleted {_describe(counts)} {when}.")
+    out.write(f"Deleted {_describe(counts)}{when}.")
 
 
 def _export_to_file(
@@ -258,10 +281,14 @@ def _write_records(
     return conversations, messages
 
 
-def _require_conversation(session: str) -> MemoryConversationSummary:
-    found = resolve_conversation(session)
+def _require_conversation(
+    session: str, tenants: TenantChoice = NO_TENANT
+) -> MemoryConversationSummary:
+    found = resolve_conversation(session, metadata=tenants.metadata)
     if found is None:
-        raise CommandError(f"No conversation has the session id or ref {session!r}.")
+        raise CommandError(
+            f"No conversation{describe(tenants)} has the session id or ref {session!r}."
+        )
     return found
 
 

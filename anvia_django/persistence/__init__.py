@@ -24,7 +24,9 @@ from anvia_django.persistence.inspector.listing_columns import (
     with_preview_columns,
 )
 from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
     filter_by_metadata,
+    restrict_to_tenants,
     validate_metadata_filter,
 )
 from anvia_django.persistence.inspector.row_ids import conversation_row_ids, run_row_ids
@@ -67,6 +69,8 @@ from anvia_django.persistence.maintenance import (
     erase_user_conversations,
     iter_export_records,
     resolve_conversation,
+    scope_keys_of,
+    tenants_of,
 )
 from anvia_django.persistence.transcript.append import append_messages
 from anvia_django.persistence.transcript.deletion import DeletionCounts
@@ -87,6 +91,7 @@ __all__ = [
     "MessagePage",
     "MetadataString",
     "RowKey",
+    "TenantRestriction",
     "append_messages",
     "clear_conversation",
     "compact_after_erase",
@@ -121,12 +126,15 @@ __all__ = [
     "record_failed_run",
     "record_run",
     "resolve_conversation",
+    "restrict_to_tenants",
     "rewind_conversation",
     "run_row_ids",
     "run_totals",
+    "scope_keys_of",
     "search_conversation_page",
     "search_message_page",
     "search_messages",
+    "tenants_of",
     "usage_by_user",
     "validate_after",
     "validate_limit",

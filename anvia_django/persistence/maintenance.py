@@ -7,7 +7,7 @@ conversations per transaction, export walks keyset pages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +21,12 @@ from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects import vendor_dialect
+from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import find_conversation
+from anvia_django.persistence.inspector.metadata_values import (
+    filter_by_metadata,
+    validate_metadata_filter,
+)
 from anvia_django.persistence.inspector.rows import (
     MESSAGE_FIELDS,
     SUMMARY_FIELDS,
@@ -43,14 +48,24 @@ BatchCallback = Callable[[DeletionCounts], None]
 
 @dataclass(frozen=True, slots=True)
 class ConversationFilter:
-    """Which conversations an operation covers; all fields unset means all."""
+    """Which conversations an operation covers; all fields unset means all.
+
+    ``metadata``: dotted paths and the string each must hold in the
+    conversation's metadata (``{"tenant_id": "acme"}``), as the inspector's
+    tenant filters match them.
+    """
 
     ref: str | None = None
     session_id: str | None = None
     user_id: str | None = None
     updated_before: datetime | None = None
+    metadata: Mapping[str, str] | None = None
 
     def apply(self, conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+        if self.metadata:
+            conversations = filter_by_metadata(
+                conversations, validate_metadata_filter(self.metadata)
+            )
         if self.ref is not None:
             conversations = conversations.filter(ref=self.ref)
         if self.session_id is not None:
@@ -79,7 +94,10 @@ AMBIGUOUS_REFS_SHOWN = 5
 
 @retry_read_if_connection_lost
 def resolve_conversation(
-    session_id_or_ref: str, *, using: str | None = None
+    session_id_or_ref: str,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    using: str | None = None,
 ) -> MemoryConversationSummary | None:
     """The conversation with this session id or, failing that, with this ref.
 
@@ -87,10 +105,13 @@ def resolve_conversation(
     ref, being random, is never chosen to look like someone's session id.
     A session id that several scopes share (two users, two tenants) names
     no single conversation: ``InvalidMemoryInputError`` lists their refs.
+    ``metadata`` (``{"tenant_id": "acme"}``) narrows both to the
+    conversations whose metadata holds those strings.
     """
+    metadata = validate_metadata_filter(metadata)
+    conversations = filter_by_metadata(Conversation.objects.using(read_alias(using)), metadata)
     rows = list(
-        Conversation.objects.using(read_alias(using))
-        .filter(session_id=session_id_or_ref)
+        conversations.filter(session_id=session_id_or_ref)
         .order_by("pk")
         .values_list(*SUMMARY_FIELDS)[:AMBIGUOUS_REFS_SHOWN]
     )
@@ -105,7 +126,36 @@ def resolve_conversation(
     if rows:
         return summary_from_row(rows[0])
     found = find_conversation(session_id_or_ref, using=using)
-    return None if found is None else found.summary
+    if found is None or (metadata and not conversations.filter(pk=found.id).exists()):
+        return None
+    return found.summary
+
+
+TenantValues = tuple[str | None, ...]
+"""A conversation's strings at each of some metadata paths (``None``: no string there)."""
+
+
+@retry_read_if_connection_lost
+def tenants_of(
+    selection: ConversationFilter,
+    paths: Sequence[str],
+    *,
+    limit: int = AMBIGUOUS_REFS_SHOWN,
+    using: str | None = None,
+) -> list[TenantValues]:
+    """The distinct values at ``paths`` (the scope's metadata keys) among the
+    conversations ``selection`` covers, at most ``limit`` of them, sorted.
+
+    One query; it reads the selected rows' metadata until it has found
+    ``limit`` distinct values (all of them when there are fewer).
+    """
+    if not paths:
+        return []
+    conversations = selection.apply(Conversation.objects.using(read_alias(using)))
+    columns = {f"_tenant_{index}": MetadataString(path) for index, path in enumerate(paths)}
+    rows = conversations.annotate(**columns).order_by().values_list(*columns).distinct()[:limit]
+    found = [tuple(row) for row in rows]
+    return sorted(found, key=lambda values: [(value is not None, value or "") for value in values])
 
 
 @retry_read_if_connection_lost
@@ -159,15 +209,28 @@ def delete_matching_conversations(
 
 
 def erase_user_conversations(
-    user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE, using: str | None = None
+    user_id: str,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    using: str | None = None,
 ) -> DeletionCounts:
-    """Delete every conversation of ``user_id`` in one transaction: an erasure
-    request is carried out whole or, on any failure, not at all."""
+    """Delete every conversation of ``user_id`` (with ``metadata``, only
+    those whose metadata holds these strings: one tenant's) in one
+    transaction: an erasure request is carried out whole or, on any
+    failure, not at all."""
     alias = write_alias(using)
+    selection = ConversationFilter(user_id=user_id, metadata=metadata)
     with transaction.atomic(using=alias):
-        return delete_matching_conversations(
-            ConversationFilter(user_id=user_id), batch_size=batch_size, using=alias
-        )
+        return delete_matching_conversations(selection, batch_size=batch_size, using=alias)
+
+
+def scope_keys_of(selection: ConversationFilter, *, using: str | None = None) -> list[str]:
+    """The scope keys of the conversations ``selection`` covers (one
+    tenant's of a user: what chooses their data keys)."""
+    alias = write_alias(using)
+    conversations = selection.apply(Conversation.objects.using(alias))
+    return sorted(set(conversations.values_list("scope_key", flat=True)))
 
 
 ERASED_TABLES = (MemoryMessage, FailedRun, MemorySummary, AgentRun, Conversation)

@@ -164,3 +164,16 @@ def test_the_owner_of_a_long_user_id_fits_the_column() -> None:
     with override_settings(ANVIA_DJANGO=encryption()):
         key_id, _ = data_key_for("default", owner)
     assert DataKey.objects.get(pk=key_id).owner == owner
+
+
+def test_erasing_one_tenant_destroys_that_tenants_key_only(tenant_scoped: None) -> None:
+    write("chat", "acme", "acme words")
+    write("chat", "globex", "globex words")
+    acme_scope = '["u1","acme"]'
+    assert codec_for("default").erase_user("u1", scope_keys=[acme_scope]) == 1
+    assert list(DataKey.objects.values_list("owner", flat=True)) == [
+        owner_of("u1", "", '["u1","globex"]')
+    ]
+    assert not codec_for("default").shares_a_key_across_scopes("u1")
+    forget_keys()
+    assert load_messages(context("chat", "globex")) == [user("globex words")]

@@ -29,6 +29,11 @@ class MemoryForkInput:
     ``user_id`` owns the new conversation. ``None`` means the source's
     owner; another user may be named only by trusted server code (a source
     context without ``user_id``).
+
+    ``metadata`` replaces the source's (``None``: a copy of it). The fork
+    stays in its source's scope: metadata that would put it in another
+    (another tenant, under a scope of metadata keys) is refused unless
+    ``cross_scope`` says the caller means it.
     """
 
     source: MemoryContext
@@ -36,6 +41,7 @@ class MemoryForkInput:
     position: int
     user_id: str | None = None
     metadata: dict[str, object] | None = None
+    cross_scope: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,4 +108,8 @@ def validate_fork_input(input: object, limits: InputLimits = DEFAULT_LIMITS) -> 
                 f"must be a JSON object, not {type(input.metadata).__name__}", path="metadata"
             )
         encode_json(input.metadata, "metadata", limits)
+    if not isinstance(input.cross_scope, bool):
+        raise InvalidMemoryInputError(
+            f"must be True or False, not {type(input.cross_scope).__name__}", path="cross_scope"
+        )
     return input

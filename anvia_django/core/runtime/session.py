@@ -86,21 +86,27 @@ class AgentSession:
         up_to: int,
         user_id: str | None = None,
         metadata: JsonObject | None = None,
+        cross_scope: bool = False,
     ) -> AgentSession:
         """Copy the first ``up_to`` stored messages into a new session, and return it.
 
         The original stays as it is, so a fork keeps both branches. The new
         session belongs to this session's user; ``user_id`` may name another
-        only when this session has none (trusted server code).
+        only when this session has none (trusted server code). It keeps this
+        session's metadata unless ``metadata`` replaces it, and its tenant:
+        metadata naming another is refused unless ``cross_scope`` is true.
         """
         fork = getattr(self._store, "fork", None)
         if not callable(fork):
             raise MemoryCapabilityError(
                 f"{type(self._store).__name__} cannot fork a conversation (it has no fork())."
             )
-        await fork(MemoryForkInput(self.context, session_id, up_to, user_id, metadata))
+        await fork(MemoryForkInput(self.context, session_id, up_to, user_id, metadata, cross_scope))
         owner = user_id if user_id is not None else self.context.user_id
-        return self.agent.session(session_id, user_id=owner, metadata=metadata)
+        # The fork's context carries the metadata it was stored with: under a
+        # tenant scope, the tenant it needs to be found again.
+        kept = metadata if metadata is not None else self.context.metadata
+        return self.agent.session(session_id, user_id=owner, metadata=kept)
 
 
 @dataclass(frozen=True, slots=True)

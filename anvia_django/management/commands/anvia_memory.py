@@ -19,6 +19,7 @@ from anvia_django.core.memory import InvalidMemoryInputError
 from anvia_django.management import key_ops, memory_ops, usage
 from anvia_django.management.durations import parse_age
 from anvia_django.management.pipes import EXIT_BROKEN_PIPE, closed_stdout, quiet_stdout
+from anvia_django.management.tenants import add_tenant_options, tenant_choice
 from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
 
 DEFAULT_LIST_LIMIT = 50
@@ -147,6 +148,7 @@ class Command(BaseCommand):
             "--output", "-o", type=output_path, help="Write to this file instead of stdout."
         )
         self._batch_size_option(export)
+        add_tenant_options(export, identifier)
 
         clear = self._subcommand(
             actions, "clear", "Delete a session, or every session of a user (erasure)."
@@ -160,6 +162,7 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="Report what would go; delete nothing."
         )
         self._no_input_option(clear)
+        add_tenant_options(clear, identifier)
 
         prune = self._subcommand(
             actions, "prune", "Delete conversations not updated for a while (retention)."
@@ -172,6 +175,7 @@ class Command(BaseCommand):
         )
         self._batch_size_option(prune)
         self._no_input_option(prune)
+        add_tenant_options(prune, identifier)
 
         report = self._subcommand(
             actions, "usage", "Token usage per user, from the run records, over a date range."
@@ -196,6 +200,7 @@ class Command(BaseCommand):
             "--user", dest="user_id", type=identifier, required=True, help="The user to erase."
         )
         self._no_input_option(erase)
+        add_tenant_options(erase, identifier)
 
         rotate = self._subcommand(
             actions, "rotate-keys", "Re-wrap every data key under the current master key."
@@ -242,6 +247,7 @@ class Command(BaseCommand):
                 output=options["output"],
                 batch_size=options["batch_size"],
                 verbosity=verbosity,
+                tenants=tenant_choice(options),
             )
         elif action == "clear":
             memory_ops.clear_conversations(
@@ -251,6 +257,7 @@ class Command(BaseCommand):
                 interactive=options["interactive"],
                 confirm=self._ask,
                 dry_run=options["dry_run"],
+                tenants=tenant_choice(options),
             )
         elif action == "prune":
             memory_ops.prune_conversations(
@@ -262,6 +269,7 @@ class Command(BaseCommand):
                 interactive=options["interactive"],
                 confirm=self._ask,
                 verbosity=verbosity,
+                tenants=tenant_choice(options),
             )
         elif action == "usage":
             if options["since"] and options["until"] and options["since"] >= options["until"]:
@@ -278,6 +286,7 @@ class Command(BaseCommand):
                 user_id=options["user_id"],
                 interactive=options["interactive"],
                 confirm=self._ask,
+                tenants=tenant_choice(options),
             )
         elif action == "rotate-keys":
             key_ops.rotate_keys(

@@ -9,7 +9,7 @@ never asks whether encryption is on; it asks its codec.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +131,14 @@ class Codec(ABC):
         transaction): what they alone needed goes once it commits."""
 
     @abstractmethod
-    def erase_user(self, user_id: str) -> int:
+    def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
         """Make everything stored for ``user_id`` unreadable for good, before
-        their rows are deleted; how many keys that destroyed."""
+        their rows are deleted; how many keys that destroyed. With
+        ``scope_keys``, only what is theirs in those scopes (one tenant's),
+        never what their other scopes need."""
+
+    @abstractmethod
+    def shares_a_key_across_scopes(self, user_id: str) -> bool:
+        """Whether something of ``user_id``'s is sealed under one key for
+        all their scopes (made before keys were per scope), which erasing
+        one scope leaves readable."""

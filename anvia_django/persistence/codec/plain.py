@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from anvia_django.core.memory.bounded_records import RecordLimit
@@ -77,7 +77,10 @@ class PlainCodec(Codec):
     def forget_deleted(self, owners: list[Owner]) -> None:
         return None
 
-    def erase_user(self, user_id: str) -> int:
+    def shares_a_key_across_scopes(self, user_id: str) -> bool:
+        return False
+
+    def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
         return 0
 
 

@@ -16,7 +16,7 @@ destroys a retired key (reencrypt.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from django.db import transaction
@@ -228,12 +228,19 @@ class SealedCodec(Codec):
 
         transaction.on_commit(destroy, using=self.alias)
 
-    def erase_user(self, user_id: str) -> int:
-        # Every scope's key of the user (one per tenant), and the key of
-        # the form before scopes counted.
-        return sum(
-            destroy_data_key(self.alias, owner) for owner in owners_of_user(self.alias, user_id)
-        )
+    def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
+        if scope_keys is not None:
+            # One tenant's keys; the key of before scopes counted seals
+            # rows of the others too.
+            owners = {owner_of(user_id, "", key) for key in scope_keys} - {owner_of(user_id, "")}
+        else:
+            # Every scope's key of the user (one per tenant), and the key of
+            # the form before scopes counted.
+            owners = set(owners_of_user(self.alias, user_id))
+        return sum(destroy_data_key(self.alias, owner) for owner in sorted(owners))
+
+    def shares_a_key_across_scopes(self, user_id: str) -> bool:
+        return owner_of(user_id, "") in owners_of_user(self.alias, user_id)
 
 
 def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:

@@ -33,7 +33,9 @@ from anvia_django.persistence.compiled import CompiledQuery, Slot, compile_once
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than, page_of
 from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
     filter_by_metadata,
+    restrict_to_tenants,
     validate_metadata_filter,
 )
 from anvia_django.persistence.inspector.rows import (
@@ -109,6 +111,7 @@ def list_conversation_page(
     *,
     after: RowKey | None = None,
     metadata: Mapping[str, str] | None = None,
+    tenants: TenantRestriction | None = None,
     using: str | None = None,
 ) -> ConversationPage:
     """Up to ``limit`` conversations newest first (ties: newest row first),
@@ -116,7 +119,8 @@ def list_conversation_page(
 
     ``metadata``: dotted paths and the string each must hold in the
     conversation's metadata (``{"tenant_id": "acme"}``); see
-    :mod:`.metadata_values` for what such a filter costs.
+    :mod:`.metadata_values` for what such a filter costs. ``tenants``: only
+    those of the tenants a reader may see (the ``STAFF_TENANTS`` hook).
 
     A conversation updated while a client pages moves to the front, so a
     scan sees every conversation that was not updated during it exactly once.
@@ -125,7 +129,11 @@ def list_conversation_page(
     # Also keeps text no backend can compare (U+0000 on PostgreSQL) out of the query.
     validate_identifier(user_id, "user_id", app_settings.input_limits, optional=True)
     metadata = validate_metadata_filter(metadata)
-    rows = _conversation_rows(read_alias(using), limit, user_id, after, metadata)
+    alias = read_alias(using)
+    if tenants is not None:
+        rows = _restricted_rows(alias, limit, user_id, after, metadata, tenants)
+    else:
+        rows = _conversation_rows(alias, limit, user_id, after, metadata)
     return conversation_page(rows, limit)
 
 
@@ -161,6 +169,26 @@ def _conversation_rows(
     return query.rows(alias, values)
 
 
+def _restricted_rows(
+    alias: str,
+    limit: int,
+    user_id: str | None,
+    after: RowKey | None,
+    metadata: Mapping[str, str],
+    tenants: TenantRestriction,
+) -> list[Any]:
+    """:func:`_conversation_rows` within ``tenants``: the same query with an
+    ``IN`` of the tenants, built per call (their number varies by reader)."""
+    conversations = Conversation.objects.using(alias)
+    if user_id is not None:
+        conversations = conversations.filter(user_id=user_id)
+    conversations = restrict_to_tenants(filter_by_metadata(conversations, metadata), tenants)
+    if after is not None:
+        conversations = conversations.filter(older_than("updated_at", after.moment, after.id))
+    newest_first = conversations.order_by("-updated_at", "-id")
+    return list(newest_first.values_list(*_SUMMARY_ROW)[: limit + 1])
+
+
 @lru_cache(maxsize=64)
 def _listing_query(
     alias: str, by_user: bool, keyset: bool, rows: int, metadata_paths: tuple[str, ...] = ()
@@ -181,14 +209,25 @@ def _listing_query(
 
 @retry_read_if_connection_lost
 def find_conversation(
-    ref: str, user_id: str | None = None, *, using: str | None = None
+    ref: str,
+    user_id: str | None = None,
+    *,
+    tenants: TenantRestriction | None = None,
+    using: str | None = None,
 ) -> FoundConversation | None:
-    """The conversation behind ``ref`` (owned by ``user_id`` when given);
-    ``None`` for an unknown or malformed ref, without a query for the latter."""
+    """The conversation behind ``ref`` (owned by ``user_id`` when given, and
+    of one of ``tenants``); ``None`` for an unknown or malformed ref, without
+    a query for the latter."""
     if not is_wellformed_ref(ref):
         return None
     alias = read_alias(using)
-    rows = _find_query(alias, user_id is not None).rows(alias, {"ref": ref, "user_id": user_id})
+    if tenants is not None:
+        found = restrict_to_tenants(_conversations(False).using(alias).filter(ref=ref), tenants)
+        if user_id is not None:
+            found = found.filter(user_id=user_id)
+        rows: list[Any] = list(found.values_list(*_SUMMARY_ROW))
+    else:
+        rows = _find_query(alias, user_id is not None).rows(alias, {"ref": ref, "user_id": user_id})
     if not rows:
         return None
     return FoundConversation(id=rows[0][0], summary=summary_from_row(tuple(rows[0][1:])))

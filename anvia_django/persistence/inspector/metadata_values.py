@@ -20,6 +20,7 @@ scan and a sort (PostgreSQL at 10,000 rows: all of them, 13 ms).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet
@@ -50,3 +51,29 @@ def validate_metadata_filter(metadata: Mapping[str, str] | None) -> Mapping[str,
     for path, value in metadata.items():
         validate_identifier(value, f"metadata {path!r}", app_settings.input_limits, optional=False)
     return metadata
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRestriction:
+    """Only the conversations whose metadata holds one of ``values`` at
+    ``path`` (the scope's tenant key): what a reader may see when the
+    ``STAFF_TENANTS`` hook restricts them. No values: nothing."""
+
+    path: str
+    values: frozenset[str]
+
+
+def restrict_to_tenants(
+    rows: QuerySet[Any, Any], tenants: TenantRestriction | None, *, through: str = ""
+) -> QuerySet[Any, Any]:
+    """``rows`` (conversations, or with ``through="conversation__"`` the rows
+    of a conversation's table) narrowed to ``tenants``; unchanged for ``None``."""
+    if tenants is None:
+        return rows
+    if not tenants.values:
+        return rows.none()
+    tenant = MetadataString(tenants.path, f"{through}metadata")
+    narrowed: QuerySet[Any, Any] = rows.alias(_visible_tenant=tenant).filter(
+        _visible_tenant__in=sorted(tenants.values)
+    )
+    return narrowed

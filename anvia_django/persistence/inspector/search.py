@@ -33,7 +33,9 @@ from anvia_django.persistence.inspector.conversations import (
 from anvia_django.persistence.inspector.conversations import validate_limit as _validate_limit
 from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than
 from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
     filter_by_metadata,
+    restrict_to_tenants,
     validate_metadata_filter,
 )
 from anvia_django.persistence.inspector.rows import (
@@ -184,6 +186,7 @@ def search_conversation_page(
     *,
     after: RowKey | None = None,
     metadata: Mapping[str, str] | None = None,
+    tenants: TenantRestriction | None = None,
     using: str | None = None,
 ) -> ConversationPage:
     """``list_conversation_page`` keeping only conversations with a message
@@ -195,6 +198,7 @@ def search_conversation_page(
     if user_id is not None:
         conversations = conversations.filter(user_id=user_id)
     conversations = filter_by_metadata(conversations, validate_metadata_filter(metadata))
+    conversations = restrict_to_tenants(conversations, tenants)
     # The filters first: a keyed index looks for the tokens of the owners they leave.
     scope = SearchScope(user_id=user_id, conversations=conversations)
     terms = indexed_terms(alias, terms, scope)

@@ -30,8 +30,13 @@ from anvia_django.core.memory.types import MemoryContext, MemoryConversationSumm
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
 from anvia_django.persistence.codec import Owner, codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import validate_limit
 from anvia_django.persistence.inspector.keyset import RowKey, older_than, page_of
+from anvia_django.persistence.inspector.metadata_values import (
+    TenantRestriction,
+    restrict_to_tenants,
+)
 from anvia_django.persistence.inspector.rows import SUMMARY_FIELDS, as_utc, summary_from_row
 from anvia_django.persistence.notify import send_after_commit
 from anvia_django.persistence.reconnect import (
@@ -60,8 +65,9 @@ def fork_conversation(
 
     Refused (nothing written): an unknown source, a position past its end,
     a session id already in use (``InvalidMemoryInputError``), another
-    user's source, or an untrusted caller giving the fork to someone else
-    (``ConversationScopeError``).
+    user's source, an untrusted caller giving the fork to someone else, or
+    metadata that moves the fork to another scope (tenant) than its
+    source's without ``input.cross_scope`` (``ConversationScopeError``).
     """
     validate_fork_input(input, app_settings.input_limits)
     source_key = scope_key(input.source, scope)
@@ -89,6 +95,8 @@ def fork_conversation(
         # The fork's own scope: its session and user, and the metadata it
         # keeps (a tenant carries over unless the input names another).
         fork_key = scope_key(MemoryContext(input.session_id, user_id, fork_metadata), scope)
+        if not input.cross_scope:
+            check_same_scope(input, user_id, fork_key, scope)
         now = timezone.now()
         try:
             # A savepoint: a taken session id fails this insert alone.
@@ -122,6 +130,29 @@ def fork_conversation(
             position=input.position,
         )
     return summary_from_row(tuple(getattr(fork, name) for name in SUMMARY_FIELDS))
+
+
+def check_same_scope(
+    input: MemoryForkInput,
+    user_id: str | None,
+    fork_key: str,
+    scope: ConversationScope | None,
+) -> None:
+    """Refuse a fork whose metadata puts it in another scope than its source.
+
+    The fork's key is compared with the key the same session and user would
+    have with the source context's metadata (the metadata that found the
+    source): a difference is the metadata's alone, another tenant.
+    """
+    same = MemoryContext(input.session_id, user_id, input.source.metadata)
+    if fork_key == scope_key(same, scope):
+        return
+    described = (scope if scope is not None else app_settings.scope).describe()
+    raise ConversationScopeError(
+        "A fork stays in its source's tenant: its metadata gives it another scope "
+        f"({described}) than the source's. Pass cross_scope=True to fork into another "
+        "tenant. Nothing was written."
+    )
 
 
 def _copy_messages(
@@ -192,14 +223,17 @@ def conversation_lineage(
     *,
     user_id: str | None = None,
     limit: int = 50,
+    tenants: TenantRestriction | None = None,
     using: str | None = None,
 ) -> Lineage:
     """Where the conversation was forked from, and its ``limit`` newest forks.
 
     With ``user_id``, conversations of other users are left out (a hidden
-    source reads like a deleted one). Two queries, whatever the lineage.
+    source reads like a deleted one), and with ``tenants`` those of other
+    tenants. Two queries, whatever the lineage.
     """
-    return lineage_page(conversation_id, user_id=user_id, limit=limit, using=using).lineage
+    page = lineage_page(conversation_id, user_id=user_id, limit=limit, tenants=tenants, using=using)
+    return page.lineage
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,23 +250,37 @@ def lineage_page(
     user_id: str | None = None,
     limit: int = 50,
     before: RowKey | None = None,
+    tenants: TenantRestriction | None = None,
     using: str | None = None,
 ) -> LineagePage:
     """:func:`conversation_lineage` with the forks paged: the ``limit``
-    newest forks older than ``before``. Every page names the source."""
+    newest forks older than ``before``. Every page names the source.
+
+    With ``tenants``, conversations of other tenants are left out, as other
+    users' are with ``user_id``."""
     validate_limit(limit)
     conversations = Conversation.objects.using(read_alias(using))
-    source: Any = conversations.filter(pk=conversation_id).values_list(*_SOURCE_FIELDS).first()
+    source_query = conversations.filter(pk=conversation_id)
+    tenant_field: tuple[str, ...] = ()
+    if tenants is not None:
+        source_query = source_query.annotate(
+            _source_tenant=MetadataString(tenants.path, "forked_from__metadata")
+        )
+        tenant_field = ("_source_tenant",)
+    source: Any = source_query.values_list(*_SOURCE_FIELDS, *tenant_field).first()
     forked_from = None
     if source is not None and source[0] is not None:
-        _, position, ref, session_id, owner = source
+        _, position, ref, session_id, owner, *source_tenant = source
         visible = user_id is None or owner == user_id
+        if tenants is not None:
+            visible = visible and source_tenant[0] in tenants.values
         forked_from = ForkLineage(
             ref if visible else None, session_id if visible else None, position
         )
     forks = conversations.filter(forked_from_id=conversation_id)
     if user_id is not None:
         forks = forks.filter(user_id=user_id)
+    forks = restrict_to_tenants(forks, tenants)
     if before is not None:
         forks = forks.filter(older_than("created_at", before.moment, before.id))
     rows = list(
