@@ -352,7 +352,20 @@ def check_encryption(
             )
         ]
     if app_settings.ENCRYPTION.get("BLIND_INDEX") is True:
-        return []  # search finds sealed messages by exact words
+        # Search finds sealed messages by exact words, under each owner's key.
+        from .encryption.blind_index import MAX_SEARCH_KEYS
+
+        return [
+            checks.Warning(
+                "The blind index is keyed per owner (so erasure reaches it): a search "
+                "computes its tokens under the data key of every owner it covers, and "
+                f"is refused past {MAX_SEARCH_KEYS} keys. Staff-wide search (no user or "
+                "tenant filter) stops working once there are more owners than that.",
+                hint="Search one user's or one tenant's conversations (docs/production.md, "
+                "'Encryption at rest'). Silence with SILENCED_SYSTEM_CHECKS once accepted.",
+                id="anvia_django.W202",
+            )
+        ]
     return [
         checks.Warning(
             "Encryption at rest is on: content search (the admin's search box, ?q= in "

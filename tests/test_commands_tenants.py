@@ -132,19 +132,39 @@ def test_erase_of_a_user_in_two_tenants_needs_the_tenant(two_tenants: None) -> N
         with pytest.raises(CommandError, match=REFUSED + r" to erase .* Nothing was erased\."):
             memory("erase", "--user", "u1", "--yes")
         assert snapshot() == before
+        # A key per tenant: acme's (its rows are plain: none) goes, globex's stays.
+        keys = set(DataKey.objects.values_list("owner", flat=True))
+        assert len(keys) == 1
         out = memory("erase", "--user", "u1", "--tenant-id", "acme", "--yes")
         assert out.startswith("Erased user 'u1' of tenant_id 'acme': 1 conversation(s)")
-        # The user's one data key seals globex's rows too: kept, and said so.
-        assert "Their data key was kept" in out
-        assert "user:u1" in DataKey.objects.values_list("owner", flat=True)
+        assert "0 data key(s) destroyed." in out
+        assert "was kept" not in out
+        assert set(DataKey.objects.values_list("owner", flat=True)) == keys
         forget_keys()
         assert load_messages(context("sealed", "globex")) == [user("sealed says hi")]
         assert sessions_left() == ["a2", "chat", "g2", "sealed"]
-        # The last tenant of the user: the key goes with it.
+        # The last tenant of the user: their remaining key goes with it.
         out = memory("erase", "--user", "u1", "--tenant-id", "globex", "--yes")
-        assert "Their data key was kept" not in out
-        assert "user:u1" not in DataKey.objects.values_list("owner", flat=True)
+        assert "1 data key(s) destroyed." in out
+        assert not DataKey.objects.filter(owner__contains="u1").exists()
         assert sessions_left() == ["a2"]
+
+
+def test_erase_of_one_tenant_keeps_a_key_shared_from_before_and_says_so(
+    two_tenants: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with override_settings(ANVIA_DJANGO={**TENANTS, **encryption()}):
+        with monkeypatch.context() as before:  # sealed as before keys were per tenant
+            before.setattr(
+                "anvia_django.persistence.codec.sealed.owner_of",
+                lambda user_id, ref, scope_key="": f"user:{user_id}" if user_id else ref,
+            )
+            seed("sealed", "globex")
+        out = memory("erase", "--user", "u1", "--tenant-id", "acme", "--yes")
+        assert "Their data key from before keys were per tenant was kept" in out
+        assert "user:u1" in DataKey.objects.values_list("owner", flat=True)
+        forget_keys()
+        assert load_messages(context("sealed", "globex")) == [user("sealed says hi")]
 
 
 def test_prune_across_tenants_says_so(two_tenants: None) -> None:

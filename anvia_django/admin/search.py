@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import F, Model, QuerySet
 from django.http import HttpRequest
@@ -48,7 +48,13 @@ class ConversationTextSearchMixin(_ModelAdmin):
         terms = _terms(search_term)
         if terms is None:
             return found, may_have_duplicates
-        return found | matching_conversations(queryset, terms), may_have_duplicates
+        try:
+            return found | matching_conversations(queryset, terms), may_have_duplicates
+        except InvalidMemoryInputError as error:
+            # Wider than the blind index serves (docs/production.md): the id
+            # search alone answers, and the staff user is told why.
+            messages.warning(request, f"Content search: {error}.")
+            return found, may_have_duplicates
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return _HitLinkingChangeList
@@ -81,9 +87,12 @@ class _HitLinkingChangeList(ChangeList):
         if self._first_hits is None:
             terms = _terms(self.query) if self.query else None
             ids = [row.pk for row in self.result_list]
-            self._first_hits = (
-                first_matching_positions(ids, terms.text, using=self.queryset.db)
-                if terms is not None
-                else {}
-            )
+            try:
+                self._first_hits = (
+                    first_matching_positions(ids, terms.text, using=self.queryset.db)
+                    if terms is not None
+                    else {}
+                )
+            except InvalidMemoryInputError:
+                self._first_hits = {}  # the rows link to their conversations
         return self._first_hits

@@ -145,5 +145,11 @@ def _integer(raw: str, name: str, requirement: str) -> int:
     return int(raw)
 
 
+def search_refused(error: InvalidMemoryInputError) -> ValidationError:
+    """A search the store refuses for what it covers (more owners' keys
+    than the blind index serves): a 400 naming ``q``, as a bad query is."""
+    return _invalid("q", str(error))
+
+
 def _invalid(name: str, message: str) -> ValidationError:
     return ValidationError({name: [message]})

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anvia_django.conf import app_settings
+from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversation
 from anvia_django.integrations.pydantic_ai.media import media_response
 from anvia_django.persistence import (
@@ -63,6 +64,7 @@ from .params import (
     metadata_filter_param,
     refuse_unknown_params,
     search_param,
+    search_refused,
     user_id_param,
 )
 from .permissions import APP_LABEL
@@ -129,9 +131,12 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
                 limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
             )
         else:
-            page = search_conversation_page(
-                q, limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
-            )
+            try:
+                page = search_conversation_page(
+                    q, limit, scope.user_id, after=after, metadata=metadata, tenants=tenants
+                )
+            except InvalidMemoryInputError as error:
+                raise search_refused(error) from None
         headers = {}
         if page.next_key is not None:
             headers["Link"] = next_link(request, cursor=encode_cursor(page.next_key))
@@ -165,7 +170,10 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
         if q is None:
             page = list_message_page(found.id, after=after, limit=limit)
         else:
-            page = search_message_page(found.id, q, after=after, limit=limit)
+            try:
+                page = search_message_page(found.id, q, after=after, limit=limit)
+            except InvalidMemoryInputError as error:
+                raise search_refused(error) from None
         headers = {}
         if page.next_after is not None:
             headers["Link"] = next_link(request, after=page.next_after)

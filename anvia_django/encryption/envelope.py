@@ -8,6 +8,10 @@ A sealed message is stored in the message column as the JSON object
 ``{"anvia_enc":1,"dk":<data key id>,"ct":"<base64 of nonce+ciphertext>"}``,
 written in exactly that form, so reads parse it without a JSON parser. It
 has no ``role``, so it can never be taken for a stored message.
+
+Keys come and go as :class:`~.secret.Secret`, revealed only inside the
+call that hands them to AES-GCM: no frame here holds a key's bytes in a
+local, and an error names key ids, never keys.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .secret import Secret
 
 Cipher = AESGCM
 """A data key, ready to seal and open."""
@@ -44,29 +50,32 @@ def _b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def new_data_key() -> bytes:
-    return AESGCM.generate_key(bit_length=256)
+def new_data_key() -> Secret:
+    return Secret(AESGCM.generate_key(bit_length=256), "data key")
 
 
-def cipher_of(data_key: bytes) -> Cipher:
-    return AESGCM(data_key)
+def cipher_of(data_key: Secret) -> Cipher:
+    return AESGCM(data_key.reveal())
 
 
 def _wrap_aad(owner: str, master_id: str) -> bytes:
     return b"anvia-dk\x00" + owner.encode() + b"\x00" + master_id.encode()
 
 
-def wrap(master: bytes, master_id: str, owner: str, data_key: bytes) -> str:
+def wrap(master: Secret, master_id: str, owner: str, data_key: Secret) -> str:
     """``data_key`` sealed by ``master``, bound to its ``owner`` and master key id."""
     nonce = os.urandom(NONCE_BYTES)
-    return _b64(nonce + AESGCM(master).encrypt(nonce, data_key, _wrap_aad(owner, master_id)))
+    aad = _wrap_aad(owner, master_id)
+    return _b64(nonce + AESGCM(master.reveal()).encrypt(nonce, data_key.reveal(), aad))
 
 
-def unwrap(master: bytes, master_id: str, owner: str, wrapped: str) -> bytes:
+def unwrap(master: Secret, master_id: str, owner: str, wrapped: str) -> Secret:
     try:
-        raw = binascii.a2b_base64(wrapped)
-        return AESGCM(master).decrypt(
-            raw[:NONCE_BYTES], raw[NONCE_BYTES:], _wrap_aad(owner, master_id)
+        sealed = binascii.a2b_base64(wrapped)
+        aad = _wrap_aad(owner, master_id)
+        return Secret(
+            AESGCM(master.reveal()).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad),
+            "data key",
         )
     except (InvalidTag, ValueError, binascii.Error):
         raise DecryptionError(

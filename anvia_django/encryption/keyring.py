@@ -18,7 +18,10 @@ Settings::
         }
     }
 
-No error message here ever contains a key: only its id.
+No error message here ever contains a key: only its id. Keys are held as
+:class:`~.secret.Secret` (no repr), the keyring's repr names key ids only,
+and the functions that handle the settings' key text are marked with
+``sensitive_variables`` (Django's mailed error report masks their locals).
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.views.decorators.debug import sensitive_variables
+
+from .secret import Secret
+
 KEY_BYTES = 32
 ALLOWED = frozenset({"KEYS", "CURRENT", "KEYS_ENV", "KEY_DATABASE", "BLIND_INDEX"})
 
@@ -38,14 +45,22 @@ class KeyringError(ValueError):
     """The keyring setting is wrong; the message names key ids, never keys."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Keyring:
-    keys: Mapping[str, bytes]
+    keys: Mapping[str, Secret]
     current: str
     key_database: str | None
     blind_index: bool = False
 
-    def master(self, key_id: str) -> bytes:
+    def __repr__(self) -> str:
+        # Key ids only: a keyring in a local variable is on every error page
+        # that shows the frame.
+        return (
+            f"<Keyring ids={sorted(self.keys)} current={self.current!r} "
+            f"key_database={self.key_database!r} blind_index={self.blind_index}>"
+        )
+
+    def master(self, key_id: str) -> Secret:
         try:
             return self.keys[key_id]
         except KeyError:
@@ -59,8 +74,9 @@ class MissingKeyError(LookupError):
     """A key the data needs is not there: names the key id, never content."""
 
 
-def decode_key(key_id: str, value: Any) -> bytes:
-    """``value`` (URL-safe base64 of 32 bytes) as bytes; ``KeyringError`` naming ``key_id``."""
+@sensitive_variables("value", "text", "raw")
+def decode_key(key_id: str, value: Any) -> Secret:
+    """``value`` (URL-safe base64 of 32 bytes) as a key; ``KeyringError`` naming ``key_id``."""
     if not isinstance(value, str | bytes):
         raise KeyringError(f"master key {key_id!r} must be a URL-safe base64 string")
     text = value.encode("ascii", "replace") if isinstance(value, str) else value
@@ -72,9 +88,10 @@ def decode_key(key_id: str, value: Any) -> bytes:
         raise KeyringError(
             f"master key {key_id!r} decodes to {len(raw)} bytes; it must be {KEY_BYTES}"
         )
-    return raw
+    return Secret(raw, f"master key {key_id!r}")
 
 
+@sensitive_variables("value", "keys", "part", "key")
 def _keys_from_env(name: str) -> dict[str, str]:
     value = os.environ.get(name)
     if value is None:
@@ -91,6 +108,7 @@ def _keys_from_env(name: str) -> dict[str, str]:
     return keys
 
 
+@sensitive_variables("config", "given", "merged", "value", "keys")
 def parse_keyring(config: Any) -> Keyring:
     """``ANVIA_DJANGO["ENCRYPTION"]`` as a :class:`Keyring`; ``KeyringError`` if wrong."""
     if not isinstance(config, Mapping):
@@ -107,7 +125,7 @@ def parse_keyring(config: Any) -> Keyring:
         if not isinstance(env_name, str) or not env_name:
             raise KeyringError("KEYS_ENV must be the name of an environment variable")
         merged.update(_keys_from_env(env_name))
-    keys: dict[str, bytes] = {}
+    keys: dict[str, Secret] = {}
     for key_id, value in merged.items():
         if not isinstance(key_id, str) or not key_id or len(key_id) > 64:
             raise KeyringError("key ids must be non-empty strings of at most 64 characters")

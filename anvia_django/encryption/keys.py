@@ -2,17 +2,26 @@
 conversation), created on first use, unwrapped once per process, re-wrapped
 by rotation, renewed by re-encryption, destroyed by erasure. What is sealed
 with them, and how it is opened, is the sealed codec's
-(``anvia_django/persistence/codec/sealed.py``)."""
+(``anvia_django/persistence/codec/sealed.py``).
+
+Keys stay in :class:`~.secret.Secret` and AES-GCM ciphers (neither shows
+its bytes), the functions that hold them are marked ``sensitive_variables``
+(masked in the error report Django mails), and every error names key ids,
+never keys."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Collection
 from functools import lru_cache
 from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.db import IntegrityError, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from anvia_django.conf import SETTINGS_NAME, app_settings
 from anvia_django.models import DataKey
@@ -63,11 +72,75 @@ def key_alias(alias: str) -> str:
     return keyring().key_database or alias
 
 
-def owner_of(user_id: str | None, ref: str) -> str:
-    """The data key owner of a conversation: its user, else the conversation."""
-    return f"user:{user_id}" if user_id else f"conversation:{ref}"
+USER = "user:"
+CONVERSATION = "conversation:"
+SCOPED_USER = "scoped-user:"
+"""A user's key within one scope: ``scoped-user:<user id>:<scope digest>``."""
+HASHED_SCOPED_USER = "scoped-userh:"
+"""The same when the user id is too long: ``scoped-userh:<its SHA-256>:<scope digest>``."""
+SCOPE_DIGEST_CHARS = 16
+OWNER_MAX_LENGTH = cast(int, DataKey._meta.get_field("owner").max_length)
 
 
+def owner_of(user_id: str | None, ref: str, scope_key: str = "") -> str:
+    """The data key owner of a conversation: its user within its scope,
+    else the conversation.
+
+    A scope key that is the user id or empty (the default scope, and scopes
+    without the user id) keeps the form every key had before scopes counted:
+    ``user:<user id>``. Any other scope key (metadata keys such as a tenant,
+    or a scope function) gives the user one key per scope, so a user present
+    in two tenants has two keys and erasing one tenant's data leaves the
+    other's readable. The scope key goes in as a digest: it may be longer
+    than the column, and the key table need not name tenants."""
+    if not user_id:
+        return f"{CONVERSATION}{ref}"
+    if scope_key in ("", user_id):
+        return f"{USER}{user_id}"
+    digest = _digest(scope_key)[:SCOPE_DIGEST_CHARS]
+    owner = f"{SCOPED_USER}{user_id}:{digest}"
+    if len(owner) <= OWNER_MAX_LENGTH:
+        return owner
+    return f"{HASHED_SCOPED_USER}{_digest(user_id)}:{digest}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def is_owner_of_user(owner: str, user_id: str) -> bool:
+    """Whether data key ``owner`` is one of ``user_id``'s, in any scope."""
+    if owner == f"{USER}{user_id}":
+        return True
+    for prefix in (f"{SCOPED_USER}{user_id}:", f"{HASHED_SCOPED_USER}{_digest(user_id)}:"):
+        rest = owner[len(prefix) :]
+        # Exactly a digest after the prefix: "scoped-user:u1:<digest>" is
+        # u1's, "scoped-user:u1:x:<digest>" is user "u1:x"'s.
+        if (
+            owner.startswith(prefix)
+            and len(rest) == SCOPE_DIGEST_CHARS
+            and not rest.strip("0123456789abcdef")
+        ):
+            return True
+    return False
+
+
+def owners_of_user(alias: str, user_id: str) -> list[str]:
+    """Every data key owner of ``user_id`` (one per scope) in the key table."""
+    candidates = (
+        DataKey.objects.using(key_alias(alias))
+        .filter(
+            Q(owner=f"{USER}{user_id}")
+            | Q(owner__startswith=f"{SCOPED_USER}{user_id}:")
+            | Q(owner__startswith=f"{HASHED_SCOPED_USER}{_digest(user_id)}:")
+        )
+        .values_list("owner", flat=True)
+        .distinct()
+    )
+    return sorted(owner for owner in candidates if is_owner_of_user(owner, user_id))
+
+
+@sensitive_variables("ring", "raw", "cipher", "cached")
 def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> Cipher:
     cached = _ciphers.get((alias, pk))
     if cached is not None and cached[0] == wrapped:
@@ -84,6 +157,7 @@ def _cipher(alias: str, pk: int, owner: str, master_id: str, wrapped: str) -> Ci
     return cipher
 
 
+@sensitive_variables("ring", "raw", "cipher")
 def data_key_for(alias: str, owner: str) -> tuple[int, Cipher]:
     """The id and cipher of ``owner``'s current data key (its newest
     generation), created (wrapped by the current master key) when it has
@@ -150,6 +224,7 @@ def _key_columns(alias: str) -> dict[str, str]:
     return {field.name: quote(cast(str, field.column)) for field in DataKey._meta.concrete_fields}
 
 
+@sensitive_variables("hit")
 def cipher_for(alias: str, pk: int, *, cached: bool = True) -> Cipher:
     """The cipher of data key ``pk``, which reads of messages on ``alias`` need."""
     kalias = key_alias(alias)
@@ -170,6 +245,28 @@ def cipher_for(alias: str, pk: int, *, cached: bool = True) -> Cipher:
     return _cipher(kalias, pk, *row)
 
 
+@sensitive_variables("ciphers")
+def ciphers_of_owners(
+    alias: str, owners: Collection[str] | None, *, at_most: int
+) -> list[Cipher] | None:
+    """The ciphers of every data key (all generations) of ``owners``
+    (``None``: of every owner) in one query; ``None`` when there are more
+    than ``at_most``."""
+    kalias = key_alias(alias)
+    keys = DataKey.objects.using(kalias)
+    if owners is not None:
+        keys = keys.filter(owner__in=list(owners))
+    rows = list(
+        keys.order_by("pk").values_list("pk", "owner", "master_key_id", "wrapped_key")[
+            : at_most + 1
+        ]
+    )
+    if len(rows) > at_most:
+        return None
+    # Checked against the wrapped form: a cached cipher of a reused id is not used.
+    return [_cipher(kalias, *row) for row in rows]
+
+
 def destroy_data_key(alias: str, owner: str) -> int:
     """Delete ``owner``'s data keys, every generation (erasure): how many rows went."""
     kalias = key_alias(alias)
@@ -180,6 +277,7 @@ def destroy_data_key(alias: str, owner: str) -> int:
     return deleted
 
 
+@sensitive_variables("ring", "raw")
 def renew_data_key(alias: str, owner: str) -> tuple[int, bool]:
     """Give ``owner`` a new current data key, made and wrapped under the
     current master key, unless its current key was made under it already:
@@ -231,6 +329,7 @@ def destroy_retired_keys(alias: str, owner: str) -> int:
     return deleted
 
 
+@sensitive_variables("ring", "master", "raw")
 def rotate_data_keys(alias: str, *, batch_size: int = 500) -> int:
     """Re-wrap every data key not wrapped by the current master key; how
     many were. Touches keys only, never messages. Safe to run again."""

@@ -9,8 +9,10 @@ from django.core.management.base import OutputWrapper
 
 from anvia_django.persistence import (
     ConversationFilter,
+    compact_after_erase,
     count_conversations,
     erase_user_conversations,
+    scope_keys_of,
 )
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
@@ -29,14 +31,15 @@ def erase_user(
     confirm: Confirm,
     tenants: TenantChoice = NO_TENANT,
 ) -> None:
-    """Destroy the user's data key, then delete their conversations (with
-    ``tenants.metadata``, those of that tenant only).
+    """Destroy the user's data keys, then delete their conversations (with
+    ``tenants.metadata``, those of that tenant only, and that tenant's keys).
 
-    The key goes first: should the deletion of the rows fail, they (and
+    The keys go first: should the deletion of the rows fail, they (and
     every copy of them, backups included) no longer decrypt, and running
-    the command again deletes them. A user's one data key seals their
-    conversations in every tenant, so erasing one tenant's keeps it while
-    the user has conversations in another, and says so.
+    the command again deletes them. Under a tenant scope a user has a key
+    per tenant; a key made before that (``user:<id>``) seals their rows of
+    every tenant, so erasing one tenant keeps it while the user has
+    conversations in another, and says so.
     """
     selection = ConversationFilter(user_id=user_id, metadata=tenants.metadata)
     require_one_tenant(
@@ -54,19 +57,28 @@ def erase_user(
     ):
         raise CommandError("Cancelled; nothing was deleted.")
     codec = codec_for(write_alias(None))
-    keys = codec.erase_user(user_id) if not elsewhere else 0
+    if elsewhere:
+        keys = codec.erase_user(user_id, scope_keys=scope_keys_of(selection))
+        shared = codec.shares_a_key_across_scopes(user_id)
+    else:
+        keys, shared = codec.erase_user(user_id), False
     counts = erase_user_conversations(user_id, metadata=tenants.metadata)
     kept = ""
-    if elsewhere and codec.opens:
+    if shared:
         kept = (
-            f" Their data key was kept: it also seals their {elsewhere} conversation(s) in "
-            "other tenants, so copies of the erased rows (backups) still decrypt with it."
+            " Their data key from before keys were per tenant was kept: it also seals rows "
+            f"of their {elsewhere} conversation(s) in other tenants, so copies of erased rows "
+            "sealed under it (backups) still decrypt with it. `rotate-keys --reencrypt` "
+            "moves those rows to per-tenant keys."
         )
     out.write(
         f"Erased {whose}: {counts.conversations} conversation(s), "
         f"{counts.messages} message(s), {counts.failed_runs} failed run(s); "
         f"{keys} data key(s) destroyed.{kept}"
     )
+    # After the commit: what the deleted rows left in the live database
+    # (their words in the full-text index, dead row versions).
+    _left_to_run(out, compact_after_erase(), "of the erased rows")
 
 
 def rotate_keys(
@@ -102,12 +114,21 @@ def rotate_keys(
             f"key(s) renewed, {counts.resealed_rows} row(s) of {counts.conversations} "
             f"conversation(s) sealed again, {counts.destroyed_keys} old data key(s) destroyed."
         )
+        _left_to_run(out, counts.left_to_run, "of the destroyed keys and replaced rows")
     except (DecryptionError, MissingKeyError) as error:
         # Names a key id, never content; the batches before it are
         # committed, and running the command again continues from there.
         raise CommandError(
             f"{error}. The batches done so far are kept; run the command again to continue."
         ) from None
+
+
+def _left_to_run(out: OutputWrapper, statements: list[str], what: str) -> None:
+    if statements:
+        out.write(
+            f"The database still holds dead copies {what} until these run "
+            "outside a transaction:\n" + "\n".join(f"  {statement};" for statement in statements)
+        )
 
 
 def _refuse_a_shared_key_table(alias: str) -> None:

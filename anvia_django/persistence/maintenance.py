@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Count, Q, QuerySet, Sum
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
-from anvia_django.models import Conversation, FailedRun, MemoryMessage
+from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
+from anvia_django.persistence.dialects import vendor_dialect
 from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import find_conversation
 from anvia_django.persistence.inspector.metadata_values import (
@@ -222,6 +223,26 @@ def erase_user_conversations(
     selection = ConversationFilter(user_id=user_id, metadata=metadata)
     with transaction.atomic(using=alias):
         return delete_matching_conversations(selection, batch_size=batch_size, using=alias)
+
+
+def scope_keys_of(selection: ConversationFilter, *, using: str | None = None) -> list[str]:
+    """The scope keys of the conversations ``selection`` covers (one
+    tenant's of a user: what chooses their data keys)."""
+    alias = write_alias(using)
+    conversations = selection.apply(Conversation.objects.using(alias))
+    return sorted(set(conversations.values_list("scope_key", flat=True)))
+
+
+ERASED_TABLES = (MemoryMessage, FailedRun, MemorySummary, AgentRun, Conversation)
+"""The tables an erasure deletes rows from."""
+
+
+def compact_after_erase(using: str | None = None) -> list[str]:
+    """After :func:`erase_user_conversations` (committed): reclaim what the
+    deleted rows left in the live database where it can be done now (see
+    ``Dialect.compact``); the statements left to run by hand."""
+    alias = write_alias(using)
+    return vendor_dialect(connections[alias]).compact(alias, ERASED_TABLES)
 
 
 def iter_export_records(

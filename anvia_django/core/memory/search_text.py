@@ -58,6 +58,10 @@ class SearchTerms:
     blind: bool = False
     """Whether ``text`` and ``words`` are blind index tokens of the query's
     words (encryption at rest), not the words themselves."""
+    alternatives: tuple[tuple[str, ...], ...] = ()
+    """Blind: for each word of the query, its tokens under each owner's key
+    the search covers; a row matches with one token of every word. Empty:
+    every one of ``words`` must match."""
 
 
 def terms_of(text: str) -> SearchTerms:

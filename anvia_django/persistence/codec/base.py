@@ -9,15 +9,31 @@ never asks whether encryption is on; it asks its codec.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from django.db.models import QuerySet
 
 from anvia_django.core.memory.bounded_records import RecordLimit
 from anvia_django.core.memory.errors import ErrorDescription
 from anvia_django.core.memory.search_text import SearchTerms
 
-Owner = tuple[str | None, str]
-"""A conversation's user id and ref: what chooses its data key."""
+Owner = tuple[str | None, str, str]
+"""A conversation's user id, ref and scope key: what chooses its data key
+(``encryption.keys.owner_of``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """Whose messages a search covers, the narrowest given first: one
+    conversation, one user's, the conversations of a queryset (a tenant's,
+    the admin's filtered list), or, with none, every owner's. A keyed
+    index computes its tokens under the keys of those owners only."""
+
+    conversation_id: int | None = None
+    user_id: str | None = None
+    conversations: QuerySet[Any, Any] | None = None
 
 
 class Codec(ABC):
@@ -116,8 +132,8 @@ class Codec(ABC):
         """What a message or summary saved through the ORM stores."""
 
     @abstractmethod
-    def search_terms(self, terms: SearchTerms) -> SearchTerms:
-        """What the full-text index holds for ``terms``."""
+    def search_terms(self, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
+        """What the full-text index holds for ``terms`` in the messages ``scope`` covers."""
 
     @abstractmethod
     def forget_deleted(self, owners: list[Owner]) -> None:
@@ -125,6 +141,14 @@ class Codec(ABC):
         transaction): what they alone needed goes once it commits."""
 
     @abstractmethod
-    def erase_user(self, user_id: str) -> int:
+    def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
         """Make everything stored for ``user_id`` unreadable for good, before
-        their rows are deleted; how many keys that destroyed."""
+        their rows are deleted; how many keys that destroyed. With
+        ``scope_keys``, only what is theirs in those scopes (one tenant's),
+        never what their other scopes need."""
+
+    @abstractmethod
+    def shares_a_key_across_scopes(self, user_id: str) -> bool:
+        """Whether something of ``user_id``'s is sealed under one key for
+        all their scopes (made before keys were per scope), which erasing
+        one scope leaves readable."""

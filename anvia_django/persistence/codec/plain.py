@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from anvia_django.core.memory.bounded_records import RecordLimit
@@ -11,7 +11,7 @@ from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.core.memory.validation import loads
 from anvia_django.fields import EncodedJSON
 
-from .base import Codec, Owner
+from .base import Codec, Owner, SearchScope
 
 
 class PlainCodec(Codec):
@@ -72,13 +72,16 @@ class PlainCodec(Codec):
     def value_to_save(self, instance: Any, value: Any) -> Any:
         return value
 
-    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+    def search_terms(self, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
         return terms
 
     def forget_deleted(self, owners: list[Owner]) -> None:
         return None
 
-    def erase_user(self, user_id: str) -> int:
+    def shares_a_key_across_scopes(self, user_id: str) -> bool:
+        return False
+
+    def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
         return 0
 
 

@@ -34,19 +34,24 @@ Every sealed table (messages, failed runs, summaries) is one step of
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
 from django.db.models import Count, Model, Q, QuerySet, Sum, TextField
-from django.db.models.functions import Cast, Substr
+from django.db.models.functions import Cast, Length, Substr
 
 from anvia_django.core.memory.errors import ErrorDescription
 from anvia_django.core.memory.validation import dumps
 from anvia_django.encryption.blind_index import INDEX_OWNER, indexed
 from anvia_django.encryption.envelope import Cipher, envelope_head, seal
 from anvia_django.encryption.keys import (
+    CONVERSATION,
+    OWNER_MAX_LENGTH,
+    SCOPE_DIGEST_CHARS,
+    SCOPED_USER,
+    USER,
     data_key_for,
     destroy_retired_keys,
     key_alias,
@@ -56,7 +61,7 @@ from anvia_django.encryption.keys import (
 )
 from anvia_django.encryption.records import failed_run_place, seal_record_with, summary_place
 from anvia_django.models import Conversation, DataKey, FailedRun, MemoryMessage, MemorySummary
-from anvia_django.persistence.dialects import dialect_for
+from anvia_django.persistence.dialects import dialect_for, vendor_dialect
 from anvia_django.persistence.dialects.statements import quoted
 
 from .sealed import bounded_sealed_record, sealed_codec
@@ -93,7 +98,7 @@ def reseal_messages(alias: str, conversation_id: int, key: CurrentKey, limit: in
             for (_, position, _), text in zip(rows, texts, strict=True)
         ]
         # The blind index's tokens too, when it is on (a plain row gets its first).
-        envelopes = indexed(alias, envelopes, texts)
+        envelopes = indexed(key.cipher, envelopes, texts)
         resealed = [(envelope, pk) for envelope, (pk, _, _) in zip(envelopes, rows, strict=True)]
         _update(alias, MemoryMessage, ("message",), resealed)
     return len(rows)
@@ -194,6 +199,8 @@ class ReencryptCounts:
     conversations: int = 0
     resealed_rows: int = 0
     destroyed_keys: int = 0
+    left_to_run: list[str] = field(default_factory=list)
+    """What compacting the key table left to the operator (``Dialect.compact``)."""
 
 
 Report = Callable[[str], None]
@@ -208,6 +215,10 @@ def reencrypt(alias: str, *, batch_size: int, report: Report) -> ReencryptCounts
     reseal_conversations(alias, counts, batch_size=batch_size, report=report)
     dialect_for(alias).wait_for_writes_in_flight(alias)
     retire_keys(alias, counts, batch_size=batch_size, report=report)
+    # The old wrapped keys stay in dead row versions of the key table (and
+    # with them, for whoever holds an old master key, the data keys).
+    kalias = key_alias(alias)
+    counts.left_to_run = vendor_dialect(connections[kalias]).compact(kalias, [DataKey])
     return counts
 
 
@@ -245,7 +256,7 @@ def reseal_conversation(alias: str, conversation_id: int, *, batch_size: int) ->
                 Conversation.objects.using(alias)
                 .select_for_update()
                 .filter(pk=conversation_id)
-                .values_list("user_id", "ref")
+                .values_list("user_id", "ref", "scope_key")
                 .first()
             )
             if row is None:  # deleted meanwhile
@@ -291,13 +302,26 @@ def reseal_conversations(
 
 def _conversations_of(alias: str, owner: str) -> list[int]:
     """The conversations whose data key owner is ``owner`` (see ``owner_of``)."""
-    kind, _, name = owner.partition(":")
     found = Conversation.objects.using(alias)
-    if kind == "user":
-        found = found.filter(user_id=name)
+    if owner.startswith(CONVERSATION):
+        ref = owner[len(CONVERSATION) :]
+        found = found.filter(Q(user_id__isnull=True) | Q(user_id=""), ref=ref)
+        return list(found.order_by("pk").values_list("pk", flat=True))
+    if owner.startswith(USER):
+        # Every conversation of the user, in whatever scope: rows sealed
+        # before scopes counted are under this key there too.
+        found = found.filter(user_id=owner[len(USER) :])
+        return list(found.order_by("pk").values_list("pk", flat=True))
+    if owner.startswith(SCOPED_USER):
+        # "scoped-user:<user id>:<digest>": the user id is all but the digest.
+        found = found.filter(user_id=owner[len(SCOPED_USER) : -SCOPE_DIGEST_CHARS - 1])
     else:
-        found = found.filter(Q(user_id__isnull=True) | Q(user_id=""), ref=name)
-    return list(found.order_by("pk").values_list("pk", flat=True))
+        # A user id too long for the column, kept as its digest: the long ones.
+        found = found.annotate(user_id_length=Length("user_id")).filter(
+            user_id_length__gt=OWNER_MAX_LENGTH - len(SCOPED_USER) - SCOPE_DIGEST_CHARS - 1
+        )
+    rows = found.order_by("pk").values_list("pk", "user_id", "ref", "scope_key")
+    return [pk for pk, user_id, ref, key in rows if owner_of(user_id, ref, key) == owner]
 
 
 def retire_keys(alias: str, counts: ReencryptCounts, *, batch_size: int, report: Report) -> None:

@@ -16,20 +16,22 @@ destroys a retired key (reencrypt.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from anvia_django.core.memory.bounded_records import RecordLimit, bound_record
-from anvia_django.core.memory.errors import ErrorDescription
+from anvia_django.core.memory.errors import ErrorDescription, InvalidMemoryInputError
 from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.core.memory.validation import dumps, loads
+from anvia_django.encryption import blind_index
 from anvia_django.encryption.blind_index import (
+    INDEX_OWNER,
     blind_index_enabled,
-    carried_over,
     indexed,
-    search_tokens,
+    search_alternatives,
 )
 from anvia_django.encryption.envelope import (
     ENVELOPE_PREFIX,
@@ -44,9 +46,11 @@ from anvia_django.encryption.envelope import (
 from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import (
     cipher_for,
+    ciphers_of_owners,
     data_key_for,
     destroy_data_key,
     owner_of,
+    owners_of_user,
 )
 from anvia_django.encryption.records import (
     failed_run_place,
@@ -55,9 +59,9 @@ from anvia_django.encryption.records import (
     summary_place,
 )
 from anvia_django.fields import EncodedJSON
-from anvia_django.models import MemorySummary
+from anvia_django.models import Conversation, MemorySummary
 
-from .base import Codec, Owner
+from .base import Codec, Owner, SearchScope
 
 
 class SealedCodec(Codec):
@@ -86,7 +90,7 @@ class SealedCodec(Codec):
             seal(cipher, key_id, conversation_id, first + offset, text)
             for offset, text in enumerate(texts)
         ]
-        return indexed(self.alias, envelopes, texts)
+        return indexed(cipher, envelopes, texts)
 
     def is_sealed(self, text: str) -> bool:
         return text.startswith(ENVELOPE_PREFIX)
@@ -139,7 +143,8 @@ class SealedCodec(Codec):
             else:
                 text = dumps(value)  # written before encryption was on
             resealed = seal(cipher, key_id, fork_id, position, text)
-            return EncodedJSON(carried_over(self.alias, resealed, value))
+            # The tokens too: the fork's owner has its own index key.
+            return EncodedJSON(indexed(cipher, [resealed], [text])[0])
 
         return sealed_copy
 
@@ -192,7 +197,7 @@ class SealedCodec(Codec):
             return value
         text = str(value) if isinstance(value, EncodedJSON) else dumps(value)
         conversation = instance.conversation
-        owner = (conversation.user_id, conversation.ref)
+        owner = (conversation.user_id, conversation.ref, conversation.scope_key)
         if isinstance(instance, MemorySummary):
             covers_through = instance.covers_through
             return self.summary_value(owner, instance.conversation_id, covers_through, loads(text))
@@ -200,16 +205,27 @@ class SealedCodec(Codec):
             self.seal_messages(owner, instance.conversation_id, instance.position, [text])[0]
         )
 
-    def search_terms(self, terms: SearchTerms) -> SearchTerms:
+    def search_terms(self, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
         if terms.blind or not blind_index_enabled():
             return terms
-        found = search_tokens(self.alias, terms.text)
-        return SearchTerms(text=" ".join(found), words=found, blind=True)
+        # Every generation of each owner's keys, the key their user had
+        # before scopes counted, and the one index key of earlier versions.
+        owners = _owners_in(self.alias, scope)
+        ciphers = ciphers_of_owners(
+            self.alias,
+            None if owners is None else [*owners, INDEX_OWNER],
+            at_most=blind_index.MAX_SEARCH_KEYS,
+        )
+        if ciphers is None:
+            raise _too_wide()
+        alternatives = search_alternatives(ciphers, terms.text) if ciphers else ()
+        found = tuple(token for group in alternatives for token in group)
+        return SearchTerms(" ".join(found), found, blind=True, alternatives=alternatives)
 
     def forget_deleted(self, owners: list[Owner]) -> None:
         # The data key of a conversation without a user goes with it; a
         # user's key stays for their other ones (``erase`` destroys it).
-        gone = [owner_of(None, ref) for user_id, ref in owners if not user_id]
+        gone = [owner_of(None, ref) for user_id, ref, _ in owners if not user_id]
         if not gone:
             return
 
@@ -219,8 +235,57 @@ class SealedCodec(Codec):
 
         transaction.on_commit(destroy, using=self.alias)
 
-    def erase_user(self, user_id: str) -> int:
-        return destroy_data_key(self.alias, owner_of(user_id, ""))
+    def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
+        if scope_keys is not None:
+            # One tenant's keys; the key of before scopes counted seals
+            # rows of the others too.
+            owners = {owner_of(user_id, "", key) for key in scope_keys} - {owner_of(user_id, "")}
+        else:
+            # Every scope's key of the user (one per tenant), and the key of
+            # the form before scopes counted.
+            owners = set(owners_of_user(self.alias, user_id))
+        return sum(destroy_data_key(self.alias, owner) for owner in sorted(owners))
+
+    def shares_a_key_across_scopes(self, user_id: str) -> bool:
+        return owner_of(user_id, "") in owners_of_user(self.alias, user_id)
+
+
+def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:
+    """The data key owners of the conversations ``scope`` covers; ``None``
+    for every owner. Refused (``_too_wide``) past the bound: an owner left
+    out would leave their messages unfound without a word."""
+    conversations = Conversation.objects.using(alias)
+    if scope.conversation_id is not None:
+        conversations = conversations.filter(pk=scope.conversation_id)
+    elif scope.user_id is not None:
+        return set(owners_of_user(alias, scope.user_id))
+    elif scope.conversations is not None and scope.conversations.query.has_filters():
+        conversations = scope.conversations.order_by()
+    else:
+        return None
+    bound = blind_index.MAX_SEARCH_KEYS
+    users = list(
+        conversations.exclude(user_id__isnull=True)
+        .exclude(user_id="")
+        .values_list("user_id", "scope_key")
+        .distinct()[: bound + 1]
+    )
+    ownerless = conversations.filter(Q(user_id__isnull=True) | Q(user_id=""))
+    refs = list(ownerless.values_list("ref", flat=True)[: bound + 1])
+    if len(users) + len(refs) > bound:
+        raise _too_wide()
+    owners = {owner_of(user_id, "", key) for user_id, key in users}
+    owners |= {owner_of(user_id, "") for user_id, _ in users}  # their keys of before scopes
+    owners |= {owner_of(None, ref) for ref in refs}
+    return owners
+
+
+def _too_wide() -> InvalidMemoryInputError:
+    return InvalidMemoryInputError(
+        f"covers sealed messages under more than {blind_index.MAX_SEARCH_KEYS} data keys, "
+        "more than a search of the blind index serves: narrow it to a user or a tenant",
+        path="q",
+    )
 
 
 def bounded_sealed_record(

@@ -164,7 +164,7 @@ class Dialect:
         nothing to write; the caller must roll back (the positions were
         reserved, and a dialect may have written the rows already)."""
         conversation = self.lock_for_append(using, append)
-        owner = (conversation.user_id, conversation.ref)
+        owner = (conversation.user_id, conversation.ref, append.scope_key)
         first = conversation.first_position
         rows = NewMessages(
             conversation.id,
@@ -272,3 +272,13 @@ class Dialect:
     def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
         """The planner's idea of ``model``'s row count, ``None`` if it has none."""
         return None
+
+    def compact(self, using: str, models: Sequence[type[Model]]) -> list[str]:
+        """Reclaim what deleted and replaced rows of ``models``' tables (and
+        their search index) leave in the live database, as far as can be done
+        now: the statements still to run, for the operator (printed by the
+        commands). Erasure and re-encryption ask it; what they destroyed is
+        already unreadable (its key is gone), this clears the leftovers.
+
+        Any other database: nothing known to run."""
+        return []

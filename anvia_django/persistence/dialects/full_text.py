@@ -80,6 +80,8 @@ def condition(
     if not can_match(terms, connection):
         # An empty FTS5 or boolean-mode query is a syntax error, not "nothing".
         return "1 = 0", []
+    if terms.alternatives:
+        return _alternatives_condition(connection, table, terms.alternatives)
     if vendor == "postgresql":
         return (
             "to_tsvector('simple'::regconfig, coalesce(anvia_django_message_text("
@@ -97,6 +99,37 @@ def condition(
             [query],
         )
     return _scan_condition(connection, table, terms)
+
+
+def _alternatives_condition(
+    connection: BaseDatabaseWrapper, table: str, alternatives: tuple[tuple[str, ...], ...]
+) -> tuple[str, list[Any]]:
+    """Rows holding one of each group of blind index tokens (hex: no
+    character of any query syntax), through the same index as a word search."""
+    qn = connection.ops.quote_name
+    vendor = connection.vendor
+    if vendor == "postgresql":
+        query = " & ".join("(" + " | ".join(group) + ")" for group in alternatives)
+        return (
+            "to_tsvector('simple'::regconfig, coalesce(anvia_django_message_text("
+            f"{table}.{qn('message')}), '')) @@ to_tsquery('simple'::regconfig, %s)",
+            [query],
+        )
+    if vendor == "mysql":
+        query = " ".join("+(" + " ".join(group) + ")" for group in alternatives)
+        return f"MATCH ({table}.{qn(SEARCH_COLUMN)}) AGAINST (%s IN BOOLEAN MODE)", [query]
+    if vendor == "sqlite" and sqlite_has_fts5(connection):
+        query = " AND ".join(
+            "(" + " OR ".join(f'"{token}"' for token in group) + ")" for group in alternatives
+        )
+        return (
+            f"{table}.{qn('id')} IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
+            [query],
+        )
+    column = f"{table}.{qn('message')}"
+    like = f"{column} LIKE %s"
+    clauses = ["(" + " OR ".join([like] * len(group)) + ")" for group in alternatives]
+    return " AND ".join(clauses), [f"%{token}%" for group in alternatives for token in group]
 
 
 def _mysql_words(terms: SearchTerms) -> list[str]:

@@ -3,11 +3,13 @@ under the packet limit, and binary ``utf8mb4`` columns."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
 
 from anvia_django.core.memory.bounded_records import RecordLimit
 from anvia_django.core.memory.errors import InvalidMemoryInputError
@@ -81,6 +83,20 @@ class MySQLDialect(HandWrittenInsert):
         if chunk:
             statements.append((insert_sql(using, len(chunk)), [v for r in chunk for v in r]))
         return statements
+
+    def compact(self, using: str, models: Sequence[type[Model]]) -> list[str]:
+        """``OPTIMIZE TABLE``: InnoDB rebuilds each table and its FULLTEXT
+        index, without the deleted rows and their words. It commits the
+        transaction it runs in, so inside one it is left to the operator."""
+        connection = connections[using]
+        tables = ", ".join(connection.ops.quote_name(model._meta.db_table) for model in models)
+        statement = f"OPTIMIZE TABLE {tables}"
+        if connection.in_atomic_block:
+            return [statement]
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+            cursor.fetchall()  # one status row per table
+        return []
 
     def wait_for_writes_in_flight(self, using: str) -> None:
         # LOCK TABLES ... READ waits for the metadata locks every transaction

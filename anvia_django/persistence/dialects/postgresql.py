@@ -173,6 +173,22 @@ class PostgreSQLDialect(OnConflictUpsert, HandWrittenInsert):
             *(metadata, append.run_id, append.turn, append.roles, stored),
         ]
 
+    def compact(self, using: str, models: Sequence[type[Model]]) -> list[str]:
+        """``VACUUM`` each table: dead row versions (the deleted rows, and
+        the old versions of updated ones) stay in its pages until it runs.
+        It cannot run inside a transaction block: there, the statements
+        are left to the operator."""
+        connection = connections[using]
+        statements = [
+            f"VACUUM {connection.ops.quote_name(model._meta.db_table)}" for model in models
+        ]
+        if connection.in_atomic_block:
+            return statements
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+        return []
+
     def estimated_row_count(self, using: str, model: type[Model]) -> int | None:
         connection = connections[using]
         with connection.cursor() as cursor:

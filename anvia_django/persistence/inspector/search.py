@@ -21,7 +21,7 @@ from django.db.models import BigIntegerField, ExpressionWrapper, F, Min, QuerySe
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.search_text import SearchTerms, message_text, snippet, terms_of
 from anvia_django.models import Conversation, MemoryMessage
-from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.codec import SearchScope, codec_for
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.dialects.full_text import MatchesText, can_match
 from anvia_django.persistence.inspector.conversations import (
@@ -105,7 +105,7 @@ def search_messages(
     validate_after(after)
     alias = read_alias(using)
     shown = terms.words
-    terms = indexed_terms(alias, terms)
+    terms = indexed_terms(alias, terms, SearchScope(user_id=user_id))
     if not can_match(terms, connections[alias]):
         return SearchPage(items=[], next_after=None)
     messages = _matching(alias, terms)
@@ -164,7 +164,7 @@ def search_message_page(
     _validate_limit(limit)
     validate_after(after)
     alias = read_alias(using)
-    terms = indexed_terms(alias, terms)
+    terms = indexed_terms(alias, terms, SearchScope(conversation_id=conversation_id))
     if not can_match(terms, connections[alias]):
         return MessagePage(items=[], has_more=False)
     messages = _matching(alias, terms).filter(conversation_id=conversation_id)
@@ -191,14 +191,17 @@ def search_conversation_page(
     terms = validate_query(q)
     _validate_limit(limit)
     alias = read_alias(using)
-    terms = indexed_terms(alias, terms)
-    if not can_match(terms, connections[alias]):
-        return KeysetPage([], None)
-    conversations = matching_conversations(Conversation.objects.using(alias), terms)
+    conversations = Conversation.objects.using(alias)
     if user_id is not None:
         conversations = conversations.filter(user_id=user_id)
     conversations = filter_by_metadata(conversations, validate_metadata_filter(metadata))
     conversations = restrict_to_tenants(conversations, tenants)
+    # The filters first: a keyed index looks for the tokens of the owners they leave.
+    scope = SearchScope(user_id=user_id, conversations=conversations)
+    terms = indexed_terms(alias, terms, scope)
+    if not can_match(terms, connections[alias]):
+        return KeysetPage([], None)
+    conversations = conversations.filter(id__in=_matching(alias, terms).values("conversation_id"))
     if after is not None:
         conversations = conversations.filter(older_than("updated_at", after.moment, after.id))
     rows = list(
@@ -214,7 +217,7 @@ def matching_conversations(
     """``conversations`` narrowed to those with a message matching ``terms``
     (for querysets the caller builds on, such as the admin's changelist)."""
     alias = conversations.db
-    terms = indexed_terms(alias, terms)
+    terms = indexed_terms(alias, terms, SearchScope(conversations=conversations))
     if not can_match(terms, connections[alias]):
         return conversations.none()
     return conversations.filter(id__in=_matching(alias, terms).values("conversation_id"))
@@ -227,8 +230,12 @@ def first_matching_positions(
     """For each of ``conversation_ids`` with a match, its first matching
     position; one query for any number of conversations."""
     alias = read_alias(using)
-    terms = indexed_terms(alias, validate_query(q))
-    if not conversation_ids or not can_match(terms, connections[alias]):
+    terms = validate_query(q)
+    if not conversation_ids:
+        return {}
+    within = Conversation.objects.using(alias).filter(pk__in=conversation_ids)
+    terms = indexed_terms(alias, terms, SearchScope(conversations=within))
+    if not can_match(terms, connections[alias]):
         return {}
     rows = (
         _matching(alias, terms)
@@ -241,10 +248,11 @@ def first_matching_positions(
     return dict(rows)
 
 
-def indexed_terms(alias: str, terms: SearchTerms) -> SearchTerms:
+def indexed_terms(alias: str, terms: SearchTerms, scope: SearchScope) -> SearchTerms:
     """What the full-text index holds for ``terms``: their words, or what
-    the codec keeps of them (the blind index's tokens)."""
-    return codec_for(alias).search_terms(terms)
+    the codec keeps of them (the blind index's tokens, under the keys of
+    the owners ``scope`` covers)."""
+    return codec_for(alias).search_terms(terms, scope)
 
 
 def _opened(

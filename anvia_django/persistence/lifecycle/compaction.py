@@ -187,7 +187,7 @@ def write_summary(
         if not unchanged:
             return False  # rewound (and perhaps refilled) meanwhile
         stored = codec_for(alias).summary_value(
-            (owner, ref), conversation_id, plan.covers_through, message
+            (owner, ref, key), conversation_id, plan.covers_through, message
         )
         MemorySummary.objects.using(alias).create(
             conversation_id=conversation_id,

@@ -28,7 +28,7 @@ from anvia_django.core.memory.errors import ConversationScopeError, InvalidMemor
 from anvia_django.core.memory.scope import ConversationScope
 from anvia_django.core.memory.types import MemoryContext, MemoryConversationSummary
 from anvia_django.models import Conversation, MemoryMessage, MemorySummary
-from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.codec import Owner, codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects.json_values import MetadataString
 from anvia_django.persistence.inspector.conversations import validate_limit
@@ -116,8 +116,9 @@ def fork_conversation(
             raise InvalidMemoryInputError(
                 "already names a conversation; a fork needs a new session id", path="session_id"
             ) from None
-        _copy_messages(alias, source_id, fork.pk, input.position, now, owner=(user_id, fork.ref))
-        _copy_summaries(alias, source_id, fork.pk, input.position, owner=(user_id, fork.ref))
+        fork_owner = (user_id, fork.ref, fork_key)
+        _copy_messages(alias, source_id, fork.pk, input.position, now, owner=fork_owner)
+        _copy_summaries(alias, source_id, fork.pk, input.position, owner=fork_owner)
         send_after_commit(
             signals.conversation_forked,
             using=alias,
@@ -161,7 +162,7 @@ def _copy_messages(
     up_to: int,
     now: datetime,
     *,
-    owner: tuple[str | None, str],
+    owner: Owner,
 ) -> None:
     """Copy the source's messages before ``up_to`` into the fork (``owner``:
     its user id and ref), each stored as the codec stores a copy (sealed
@@ -195,11 +196,9 @@ def _copy_messages(
         after = rows[-1][0]
 
 
-def _copy_summaries(
-    alias: str, source_id: int, fork_id: int, up_to: int, *, owner: tuple[str | None, str]
-) -> None:
+def _copy_summaries(alias: str, source_id: int, fork_id: int, up_to: int, *, owner: Owner) -> None:
     """Copy the source's summaries of positions before ``up_to`` into the
-    fork (``owner``: its user id and ref), stored as the codec stores them."""
+    fork (``owner``: its user id, ref and scope key), stored as the codec stores them."""
     summaries = MemorySummary.objects.using(alias).filter(
         conversation_id=source_id, covers_through__lt=up_to
     )

@@ -58,7 +58,8 @@ def delete_conversations(alias: str, rows: Sequence[ConversationRow]) -> Deletio
     messages, _ = MemoryMessage.objects.using(alias).filter(conversation_id__in=ids).delete()
     failed_runs, _ = FailedRun.objects.using(alias).filter(conversation_id__in=ids).delete()
     conversations, _ = Conversation.objects.using(alias).filter(pk__in=ids).delete()
-    codec_for(alias).forget_deleted([(row.user_id, row.ref) for row in rows])
+    # Only the keys of conversations without a user go with them: no scope needed.
+    codec_for(alias).forget_deleted([(row.user_id, row.ref, "") for row in rows])
     for row in rows:
         send_after_commit(
             signals.conversation_cleared,

@@ -130,7 +130,7 @@ def record_failed_run(
     with transaction.atomic(using=alias):
         now = timezone.now()
         conversation = _lock(alias, input.context, key, now, reserve=0)
-        owner = (conversation.user_id, conversation.ref)
+        owner = (conversation.user_id, conversation.ref, key)
         payload = codec_for(alias).failed_run_columns(
             owner, conversation.id, input.run_id, error, encoded, limit
         )
