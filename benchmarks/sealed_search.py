@@ -25,6 +25,9 @@ messages. Medians of ``REPEATS`` (default 7) of the call's wall time (key
 lookups, tokens, the query, opening the hits) and, on PostgreSQL, of the
 server time of the queries it sent (planning + execution under
 ``EXPLAIN ANALYZE``). The ratio per owner / shared is within this run.
+On PostgreSQL each row also counts the search's tokens that the text
+parser splits in two (``split_tokens``): those make the match a phrase,
+which the GIN index cannot answer alone (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
