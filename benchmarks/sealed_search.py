@@ -62,7 +62,7 @@ from anvia_django.persistence.inspector.search import indexed_terms, validate_qu
 
 from .database import pg_conninfo, server_version  # noqa: E402
 from .raw import MSG  # noqa: E402
-from .search import PER_CONVERSATION, TOPICS  # noqa: E402
+from .search import PER_CONVERSATION, TOPICS, server_seconds  # noqa: E402
 
 USERS = 100
 PER_OWNER = "default"
@@ -231,14 +231,7 @@ def timed(alias: str, word: str, user_id: str | None) -> tuple[float, float | No
         wall = time.perf_counter() - started
     if connection.vendor != "postgresql":
         return wall, None
-    server = 0.0
-    with connection.cursor() as cursor:
-        for query in captured.captured_queries:
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query['sql']}")
-            plan = cursor.fetchone()[0]
-            plan = plan[0] if isinstance(plan, list) else plan
-            server += (plan["Planning Time"] + plan["Execution Time"]) / 1000
-    return wall, server
+    return wall, server_seconds(connection, captured.captured_queries)
 
 
 def split_tokens(alias: str, word: str, user_id: str | None) -> str:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
 from anvia_django.persistence import search_conversation_page, search_messages
@@ -183,9 +185,15 @@ def _server_time(call: Callable[[], object]) -> float:
         return time.perf_counter() - started
     with CaptureQueriesContext(connection) as captured:
         call()
+    return server_seconds(connection, captured.captured_queries)
+
+
+def server_seconds(connection: BaseDatabaseWrapper, queries: list[dict[str, Any]]) -> float:
+    """PostgreSQL's planning and execution time of ``queries`` (Django's
+    captured queries), each run again under ``EXPLAIN ANALYZE``."""
     total = 0.0
     with connection.cursor() as cursor:
-        for query in captured.captured_queries:
+        for query in queries:
             cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query['sql']}")
             plan = cursor.fetchone()[0]
             plan = plan[0] if isinstance(plan, list) else plan
