@@ -4,16 +4,18 @@ A hypothesis state machine runs random sequences of append (and retried
 append), load, clear, record_error, list and get over a few sessions and
 users against both stores side by side. Every call must give the same
 result on both, or fail with the same error type; after every step the
-whole visible state (summaries, transcripts, failed runs) must match.
-Refs differ between the stores by design, so they are paired through the
-session they belong to.
+whole visible state must match: the summaries and failed runs of every
+session, and the transcripts of the sessions the step named (a stray write
+to another session shows in its summary; every transcript is compared again
+when an example ends). Refs differ between the stores by design, so they
+are paired through the session they belong to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -103,6 +105,8 @@ async def outcome_of(call: Callable[[], Awaitable[Any]]) -> Outcome:
 
 class StoresAgree(RuleBasedStateMachine):
     load_limit: int | None = None
+    # Every session a rule can name: all of them are compared when an example ends.
+    sessions: ClassVar[list[str]] = SESSIONS
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,16 +122,25 @@ class StoresAgree(RuleBasedStateMachine):
         self.live_refs: dict[str, tuple[str, str]] = {}
         self.dead_refs: list[tuple[str, str]] = []
         self.operations = 0
+        # Sessions named since the last check, and whether a call ran since.
+        self.touched: set[str] = set()
+        self.unchecked = False
+        self.summaries: dict[str, MemoryConversationSummary] = {}
 
     # Calling both stores
 
     def both(self, call: Callable[[Any], Awaitable[Any]]) -> tuple[Any, Any]:
         """Run ``call`` on each store; require the same outcome kind and error type."""
         self.operations += 2
+        self.unchecked = True
         ours = run(outcome_of, lambda: call(self.django))
         theirs = run(outcome_of, lambda: call(self.reference))
         assert ours.error == theirs.error, (ours, theirs)
         return ours.value, theirs.value
+
+    def touch(self, *sessions: str) -> None:
+        """Mark ``sessions`` for the per-conversation comparisons after this step."""
+        self.touched.update(sessions)
 
     # Rules
 
@@ -153,6 +166,7 @@ class StoresAgree(RuleBasedStateMachine):
         meta: dict[str, Any] | None,
     ) -> None:
         request = MemoryAppendInput(MemoryContext(session, user, meta), run_id, turn, messages)
+        self.touch(session)
         self.both(lambda store: store.append(request))
         self.last_append = request
 
@@ -161,17 +175,21 @@ class StoresAgree(RuleBasedStateMachine):
         # A caller retrying after an ambiguous failure: must not duplicate.
         if self.last_append is not None:
             request = self.last_append
+            self.touch(request.context.session_id)
             self.both(lambda store: store.append(request))
 
     @rule(session=st.sampled_from(SESSIONS), user=st.sampled_from(USERS))
     def load(self, session: str, user: str | None) -> None:
         context = MemoryContext(session, user)
+        self.touch(session)
         ours, theirs = self.both(lambda store: store.load(context))
         assert ours == theirs
 
     @rule(session=st.sampled_from(SESSIONS), user=st.sampled_from(USERS))
     def clear(self, session: str, user: str | None) -> None:
         context = MemoryContext(session, user)
+        # A clear may end a lineage other sessions show: compare them all.
+        self.touch(*self.sessions)
         self.both(lambda store: store.clear(context))
 
     @rule(
@@ -192,6 +210,7 @@ class StoresAgree(RuleBasedStateMachine):
         meta: dict[str, Any] | None,
     ) -> None:
         request = MemoryErrorInput(MemoryContext(session, user, meta), run_id, error, messages)
+        self.touch(session)
         self.both(lambda store: store.record_error(request))
 
     @rule(limit=st.sampled_from(LIST_LIMITS), user=st.sampled_from([*USERS, "nobody"]))
@@ -227,7 +246,14 @@ class StoresAgree(RuleBasedStateMachine):
     # What must hold after every step
 
     @invariant()
+    def stores_agree(self) -> None:
+        self.check_state()
+        self.check_conversations(self.touched)
+        self.touched.clear()
+        self.unchecked = False
+
     def check_state(self) -> None:
+        """The summaries and failed runs of every session agree; refreshes the refs."""
         everything = MemoryConversationListOptions(limit=1000)
         ours = run(self.django.inspector.list_conversations, everything)
         theirs = run(self.reference.inspector.list_conversations, everything)
@@ -237,7 +263,13 @@ class StoresAgree(RuleBasedStateMachine):
             if refs.get(session) != pair:
                 self.dead_refs.append(pair)
         self.live_refs = refs
-        for summary in ours:
+        self.summaries = {summary.session_id: summary for summary in ours}
+        self.assert_same_failed_runs()
+
+    def check_conversations(self, sessions: set[str]) -> None:
+        """The stored conversations of ``sessions`` are whole and consistent."""
+        for session in sessions & self.summaries.keys():
+            summary = self.summaries[session]
             conversation = run(self.django.inspector.get_conversation, summary.ref)
             assert conversation is not None
             messages = conversation.messages
@@ -245,7 +277,6 @@ class StoresAgree(RuleBasedStateMachine):
             assert summary.message_count == len(messages)
             assert summary.created_at <= summary.updated_at
             assert all(summary.created_at <= m.created_at <= summary.updated_at for m in messages)
-        self.assert_same_failed_runs()
 
     def assert_same_summaries(
         self, ours: list[MemoryConversationSummary], theirs: list[MemoryConversationSummary]
@@ -293,6 +324,10 @@ class StoresAgree(RuleBasedStateMachine):
         assert ours == theirs
 
     def teardown(self) -> None:
+        # Runs after a failure too: compare in full only after a checked step.
+        if not self.unchecked:
+            self.check_state()
+            self.check_conversations(set(self.sessions))
         record("model_based", sequences=1, operations=self.operations)
 
 
