@@ -240,15 +240,21 @@ def run_manage(*args: bytes, env: dict[str, str], **kwargs: object) -> subproces
     )
 
 
-@pytest.fixture
-def demo_env(tmp_path: Path) -> dict[str, str]:
+# The shell tests run the example project on a SQLite file of its own and
+# never touch the test database: where that is a server, they would only
+# repeat the SQLite cells' run.
+from_the_shell = pytest.mark.sqlite
+
+
+@pytest.fixture(scope="module")
+def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The example project on a scratch SQLite file, migrated, with one
-    conversation: what an operator's shell sees."""
+    conversation: what an operator's shell sees. The shell tests only read it."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "ANVIA_DEMO_SQLITE": str(tmp_path / "demo.sqlite3"),
+        "ANVIA_DEMO_SQLITE": str(tmp_path_factory.mktemp("demo") / "demo.sqlite3"),
     }
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     seed = (
@@ -261,6 +267,7 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@from_the_shell
 def test_from_the_shell_a_bad_argument_exits_1_without_a_traceback(
     demo_env: dict[str, str],
 ) -> None:
@@ -276,6 +283,7 @@ def test_from_the_shell_a_bad_argument_exits_1_without_a_traceback(
         assert b"error" in err.lower()
 
 
+@from_the_shell
 def test_export_into_a_closed_pipe_ends_quietly(demo_env: dict[str, str]) -> None:
     # ``export | head -1`` where head has already gone: closing our end
     # before the child writes makes its first write fail, deterministically.
@@ -349,6 +357,7 @@ def test_export_to_a_full_device_is_a_command_error_and_the_device_stays(tmp_pat
     assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
+@from_the_shell
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_export_to_a_full_stdout_from_the_shell_is_one_line_without_a_traceback(
     demo_env: dict[str, str],
