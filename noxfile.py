@@ -87,8 +87,8 @@ PREPARED_TESTS = [
 
 # Encryption at rest on (ANVIA_TEST_ENCRYPTION=1: a test keyring for the
 # whole run): the conformance and reliability suites and the encryption
-# tests (which turn on the blind index, key aliases and the browser test
-# themselves). The rest of the suite reads raw columns and counts statements
+# tests (which turn on the blind index and key aliases themselves; their
+# browser test runs in the SQLite cells). The rest of the suite reads raw columns and counts statements
 # of the plain path on purpose.
 ENCRYPTED_TESTS = [
     "tests/test_store_conformance.py",

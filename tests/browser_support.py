@@ -35,6 +35,10 @@ REQUIRED = os.environ.get("ANVIA_REQUIRE_BROWSER") == "1"
 
 BROWSER_MARKS = [
     pytest.mark.browser,
+    # In the SQLite cells (three Python and Django pairs): what a browser
+    # sees of a page does not depend on the database, and the queries behind
+    # the admin and the API are tested on every database without one.
+    pytest.mark.sqlite,
     pytest.mark.skipif(
         not REQUIRED and not CHROMIUM.exists(),
         reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
