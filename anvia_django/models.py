@@ -353,3 +353,11 @@ class DataKey(models.Model):
 
     def __str__(self) -> str:
         return f"data key {self.pk} ({self.master_key_id}, generation {self.generation})"
+
+
+# LangGraph's checkpoints: their own module, models of this app.
+from .integrations.langgraph.models import (  # noqa: E402, F401
+    LangGraphBlob,
+    LangGraphCheckpoint,
+    LangGraphWrite,
+)

@@ -1,0 +1,109 @@
+"""The tables of LangGraph's checkpoints (:class:`~.saver.DjangoSaver`).
+
+Laid out as LangGraph's own Postgres saver keeps them: a checkpoint row
+holds the versions of its channels, not their values; each value is one row
+of :class:`LangGraphBlob`, stored once per (thread, namespace, channel,
+version), so a thread grows with what changed, not with a full snapshot per
+step. Pending writes are rows of :class:`LangGraphWrite`.
+
+Values are LangGraph's serializer's ``(type, bytes)`` pairs; with encryption
+at rest on they are sealed (``persistence/codec/``). Metadata is plain JSON:
+``list(filter=...)`` compares it in SQL.
+
+Imported by ``anvia_django.models`` (their app); imports no LangGraph.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from anvia_django.conf import ID_MAX_LENGTH
+from anvia_django.fields import IdentifierField
+
+CHECKPOINT_ID_LENGTH = 64
+"""Checkpoint ids are UUIDs (36 characters) in LangGraph."""
+CHANNEL_LENGTH = 128
+"""Channel names of a blob's key: with two 255-character ids and a version,
+the key stays within MariaDB's 3,072-byte index limit in utf8mb4."""
+TASK_ID_LENGTH = 128
+
+
+class LangGraphCheckpoint(models.Model):
+    thread_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    checkpoint_ns = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
+    checkpoint_id = IdentifierField(max_length=CHECKPOINT_ID_LENGTH)
+    parent_checkpoint_id = IdentifierField(max_length=CHECKPOINT_ID_LENGTH, null=True, blank=True)
+    # metadata["run_id"], kept in a column of its own for delete_for_runs.
+    run_id = IdentifierField(max_length=ID_MAX_LENGTH, null=True, blank=True)
+    # The checkpoint without its channel values, as the serializer typed it.
+    type = IdentifierField(max_length=32)
+    checkpoint = models.BinaryField()
+    metadata = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "LangGraph checkpoint"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread_id", "checkpoint_ns", "checkpoint_id"],
+                name="anvia_lg_checkpoint_uniq",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["run_id"], name="anvia_lg_checkpoint_run_idx"),
+            # A list across threads, newest first.
+            models.Index(fields=["checkpoint_id"], name="anvia_lg_checkpoint_id_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} · {self.checkpoint_ns or '-'} · {self.checkpoint_id}"
+
+
+class LangGraphBlob(models.Model):
+    """One channel's value at one version: what checkpoints share."""
+
+    thread_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    checkpoint_ns = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
+    channel = IdentifierField(max_length=CHANNEL_LENGTH)
+    version = IdentifierField(max_length=CHECKPOINT_ID_LENGTH)
+    # "empty" (the channel had no value at that version) carries no bytes.
+    type = IdentifierField(max_length=32)
+    blob = models.BinaryField(null=True)
+
+    class Meta:
+        verbose_name = "LangGraph channel value"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread_id", "checkpoint_ns", "channel", "version"],
+                name="anvia_lg_blob_uniq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} · {self.channel} @ {self.version}"
+
+
+class LangGraphWrite(models.Model):
+    """A pending write of a task, against the checkpoint it follows."""
+
+    thread_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    checkpoint_ns = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
+    checkpoint_id = IdentifierField(max_length=CHECKPOINT_ID_LENGTH)
+    task_id = IdentifierField(max_length=TASK_ID_LENGTH)
+    idx = models.IntegerField()
+    task_path = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
+    channel = IdentifierField(max_length=ID_MAX_LENGTH)
+    type = IdentifierField(max_length=32)
+    blob = models.BinaryField(null=True)
+
+    class Meta:
+        verbose_name = "LangGraph pending write"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="anvia_lg_write_uniq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} · {self.checkpoint_id} · {self.task_id}[{self.idx}]"
