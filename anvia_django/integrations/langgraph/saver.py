@@ -19,6 +19,7 @@ for all of them on SQLite, PostgreSQL and MariaDB.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -37,7 +38,7 @@ from anvia_django.persistence.threads.dispatch import run_in_db_thread
 from . import copies, reads, removal, writes
 
 
-class DjangoSaver(BaseCheckpointSaver[int]):
+class DjangoSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer storing into the app's tables on database
     ``using`` (the routers' choice for the app by default). ``serde``: any
     LangGraph ``SerializerProtocol`` (``JsonPlusSerializer`` by default)."""
@@ -45,6 +46,19 @@ class DjangoSaver(BaseCheckpointSaver[int]):
     def __init__(self, *, serde: SerializerProtocol | None = None, using: str | None = None):
         super().__init__(serde=serde)
         self.using = using
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """A channel's next version: its counter, zero-padded so that
+        versions sort as they count, and a random part. Two branches of a
+        thread (a fork) reach the same counter with different values, and
+        a version names one stored value: the random part tells them apart."""
+        if current is None:
+            number = 0
+        elif isinstance(current, int | float):
+            number = int(current)  # a thread begun by a saver with numeric versions
+        else:
+            number = int(current.split(".", 1)[0])
+        return f"{number + 1:032}.{secrets.token_hex(8)}"
 
     # Sync API.
 
