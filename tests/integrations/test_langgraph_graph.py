@@ -3,15 +3,19 @@ new saver (as after a restart), a human approves an interrupted turn
 (human in the loop), and a thread forks from an earlier checkpoint.
 
 The graphs run through LangGraph's async API: ``async_to_sync`` gives the
-saver's calls the test's thread, so each test stays in its transaction.
+saver's calls the test's thread, so each test stays in its transaction;
+one runs a sync graph, whose checkpoints LangGraph writes from its own
+worker threads.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db.backends.signals import connection_created
 from langgraph.types import Command
 
 from anvia_django.integrations.langgraph import DjangoSaver
@@ -80,3 +84,27 @@ def test_a_thread_forks_from_an_earlier_checkpoint() -> None:
     old_end = before[0]
     assert texts(old_end.values) == ["one", "reply 1", "two", "reply 2", "three", "reply 3"]
     assert LangGraphCheckpoint.objects.filter(thread_id="t1").count() == len(after)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_graph_opens_connections_on_the_store_threads_only() -> None:
+    """A sync graph writes its checkpoints from LangGraph's own worker
+    threads, new for each run: those calls run on the store's threads,
+    whose connections are closed with them, not on one connection per
+    worker thread left open."""
+    opened_on: list[str] = []
+
+    def record(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened_on.append(threading.current_thread().name)
+
+    connection_created.connect(record)
+    try:
+        graph = chat_graph(DjangoSaver())
+        graph.invoke({"messages": [("user", "hi")]}, thread("t1"))
+        state = graph.invoke({"messages": [("user", "and again")]}, thread("t1"))
+    finally:
+        connection_created.disconnect(record)
+
+    assert texts(state) == ["hi", "reply 1", "and again", "reply 2"]
+    assert opened_on
+    assert all(name.startswith("anvia-db-") for name in opened_on), opened_on

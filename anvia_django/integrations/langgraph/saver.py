@@ -6,10 +6,13 @@
     graph.invoke(inputs, {"configurable": {"thread_id": "thread-1"}})
 
 Every statement runs on Django's connection for the thread that runs it,
-through its cursor: the sync methods on the caller's thread (like any ORM
-call), the async ones where the memory store runs its calls
-(``persistence/threads/dispatch.py``: the request's or ``async_to_sync``'s
-sync thread when there is one, else the store's own threads). Tables,
+through its cursor. The async methods run where the memory store runs its
+calls (``persistence/threads/dispatch.py``: the request's or
+``async_to_sync``'s sync thread when there is one, else the store's own
+threads). The sync ones run on the caller's thread when it is the main
+thread or inside ``atomic()``, else on the store's threads: a sync graph
+calls them from LangGraph's own worker threads, whose connections nothing
+would close (``run_for_sync_caller``). Tables,
 values stored once per version, and encryption at rest: see :mod:`.models`.
 
 Beyond LangGraph's base API it implements ``delete_for_runs``,
@@ -33,7 +36,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from anvia_django.persistence.threads.dispatch import run_in_db_thread
+from anvia_django.persistence.threads.dispatch import run_for_sync_caller, run_in_db_thread
 
 from . import copies, reads, removal, writes
 
@@ -60,10 +63,11 @@ class DjangoSaver(BaseCheckpointSaver[str]):
             number = int(current.split(".", 1)[0])
         return f"{number + 1:032}.{secrets.token_hex(8)}"
 
-    # Sync API.
+    # Sync API: on the caller's thread, or a store thread for a framework's
+    # worker threads (``run_for_sync_caller``).
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return reads.latest_or_named(self.serde, config, using=self.using)
+        return run_for_sync_caller(reads.latest_or_named, self.serde, config, using=self.using)
 
     def list(
         self,
@@ -73,9 +77,11 @@ class DjangoSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        rows = reads.matching(config, filter=filter, before=before, limit=limit, using=self.using)
+        rows = run_for_sync_caller(
+            reads.matching, config, filter=filter, before=before, limit=limit, using=self.using
+        )
         for batch in reads.batches(rows):
-            yield from reads.with_values(self.serde, batch, using=self.using)
+            yield from run_for_sync_caller(reads.with_values, self.serde, batch, using=self.using)
 
     def put(
         self,
@@ -84,8 +90,14 @@ class DjangoSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return writes.put_checkpoint(
-            self.serde, config, checkpoint, metadata, new_versions, using=self.using
+        return run_for_sync_caller(
+            writes.put_checkpoint,
+            self.serde,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            using=self.using,
         )
 
     def put_writes(
@@ -95,19 +107,23 @@ class DjangoSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        _put_writes(self.serde, config, writes, task_id, task_path, using=self.using)
+        run_for_sync_caller(
+            _put_writes, self.serde, config, writes, task_id, task_path, using=self.using
+        )
 
     def delete_thread(self, thread_id: str) -> None:
-        removal.delete_threads([thread_id], using=self.using)
+        run_for_sync_caller(removal.delete_threads, [thread_id], using=self.using)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        removal.delete_runs(run_ids, using=self.using)
+        run_for_sync_caller(removal.delete_runs, run_ids, using=self.using)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        copies.copy_thread(source_thread_id, target_thread_id, using=self.using)
+        run_for_sync_caller(
+            copies.copy_thread, source_thread_id, target_thread_id, using=self.using
+        )
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        removal.prune(self.serde, thread_ids, strategy, using=self.using)
+        run_for_sync_caller(removal.prune, self.serde, thread_ids, strategy, using=self.using)
 
     # Async API: the same functions, where the store runs its calls.
 
