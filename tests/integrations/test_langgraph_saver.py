@@ -20,7 +20,8 @@ from anvia_django.integrations.langgraph.models import (
     LangGraphWrite,
 )
 from anvia_django.models import DataKey
-from tests.encryption.support import encryption
+from anvia_django.persistence.codec.reencrypt import renew_keys
+from tests.encryption.support import KEY_1, KEY_2, encryption
 
 SECRET = "the launch code is 0000"
 THREAD_1: Any = {"configurable": {"thread_id": "t1"}}
@@ -134,3 +135,19 @@ def test_deleting_a_sealed_thread_destroys_its_key(
         assert owner_of_thread("t1") not in left
         assert owner_of_thread("t2") in left
         assert saver.get_tuple(THREAD_2) is not None
+
+
+@pytest.mark.django_db
+def test_reencryption_leaves_a_threads_key_in_place() -> None:
+    """``rotate-keys --reencrypt`` seals no checkpoint again: renewing (and
+    later retiring) a thread's key would lose its values."""
+    with override_settings(ANVIA_DJANGO=encryption(k1=KEY_1)):
+        saver = DjangoSaver()
+        configs = grow(saver, "t1", 2)
+    with override_settings(ANVIA_DJANGO=encryption("k2", k1=KEY_1, k2=KEY_2)):
+        renew_keys("default", batch_size=10)
+
+        assert DataKey.objects.filter(owner=owner_of_thread("t1")).count() == 1
+        found = saver.get_tuple(configs[-1])
+        assert found is not None
+        assert found.checkpoint["channel_values"]["system"] == "be brief"
