@@ -359,5 +359,6 @@ class DataKey(models.Model):
 from .integrations.langgraph.models import (  # noqa: E402, F401
     LangGraphBlob,
     LangGraphCheckpoint,
+    LangGraphStoreItem,
     LangGraphWrite,
 )

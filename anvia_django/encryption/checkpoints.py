@@ -1,4 +1,5 @@
-"""Sealing LangGraph's checkpoint values (channel values and pending writes).
+"""Sealing LangGraph's checkpoint values (channel values and pending writes)
+and its store's items.
 
 Each value is LangGraph's serializer's ``(type, bytes)``; sealed, the pair
 becomes ``("sealed", <key id>:<nonce><ciphertext>)`` over the type, a NUL
@@ -6,7 +7,8 @@ and the bytes, so the stored type says nothing either. The associated data
 binds a value to its thread and its place there (a blob's namespace,
 channel and version; a write's checkpoint, task and index): a value copied
 to another row does not open. Every thread has a data key of its own
-(``keys.owner_of_thread``).
+(``keys.owner_of_thread``), and so has every store namespace
+(``keys.owner_of_namespace``), whose name then takes the thread's part.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ def blob_place(checkpoint_ns: str, channel: str, version: str) -> str:
 
 def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
     return f"write\x00{checkpoint_ns}\x00{checkpoint_id}\x00{task_id}\x00{idx}"
+
+
+def item_place(key: str) -> str:
+    """A store item's place in its namespace (which takes a thread's part)."""
+    return f"item\x00{key}"
 
 
 def _aad(key_id: int, thread_id: str, place: str) -> bytes:

@@ -107,3 +107,34 @@ class LangGraphWrite(models.Model):
 
     def __str__(self) -> str:
         return f"{self.thread_id} · {self.checkpoint_id} · {self.task_id}[{self.idx}]"
+
+
+NAMESPACE_LENGTH = 500
+"""A store namespace's labels joined with dots: with a 255-character key,
+the unique key stays within MariaDB's 3,072-byte index limit in utf8mb4."""
+
+
+class LangGraphStoreItem(models.Model):
+    """An item of :class:`~.store.DjangoStore`, LangGraph's long-term memory."""
+
+    namespace = IdentifierField(max_length=NAMESPACE_LENGTH)
+    key = IdentifierField(max_length=ID_MAX_LENGTH)
+    # The value's JSON, or sealed (encryption at rest).
+    value = models.BinaryField()
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    # Minutes an item lives after its last write (or read, when reads refresh).
+    ttl_minutes = models.FloatField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "LangGraph store item"
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "key"], name="anvia_lg_item_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["expires_at"], name="anvia_lg_item_expiry_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace} · {self.key}"

@@ -167,10 +167,16 @@ class Codec(ABC):
         ``write_place``): the data key is fetched once per write."""
 
     @abstractmethod
+    def store_sealer(self, namespace: str) -> CheckpointSealer:
+        """The same for a write of items to a LangGraph store ``namespace``
+        (its labels joined), under the namespace's key."""
+
+    @abstractmethod
     def open_checkpoint_value(
         self, thread_id: str, place: str, value: CheckpointValue
     ) -> CheckpointValue:
-        """A stored checkpoint value of ``thread_id`` at ``place``, opened."""
+        """A stored checkpoint value of ``thread_id`` at ``place`` (or a
+        store item of namespace ``thread_id``), opened."""
 
     @abstractmethod
     def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:

@@ -87,6 +87,9 @@ class PlainCodec(Codec):
     def checkpoint_sealer(self, thread_id: str) -> CheckpointSealer:
         return _value_as_is
 
+    def store_sealer(self, namespace: str) -> CheckpointSealer:
+        return _value_as_is
+
     def open_checkpoint_value(
         self, thread_id: str, place: str, value: CheckpointValue
     ) -> CheckpointValue:

@@ -51,6 +51,7 @@ from anvia_django.encryption.keys import (
     data_key_for,
     destroy_data_key,
     owner_of,
+    owner_of_namespace,
     owner_of_thread,
     owners_of_user,
 )
@@ -254,11 +255,17 @@ class SealedCodec(Codec):
     # LangGraph's checkpoints.
 
     def checkpoint_sealer(self, thread_id: str) -> CheckpointSealer:
+        return self._sealer(owner_of_thread(thread_id), thread_id)
+
+    def store_sealer(self, namespace: str) -> CheckpointSealer:
+        return self._sealer(owner_of_namespace(namespace), namespace)
+
+    def _sealer(self, owner: str, holder: str) -> CheckpointSealer:
         # Fetched afresh for each write, as for messages (see the module).
-        key_id, cipher = data_key_for(self.alias, owner_of_thread(thread_id))
+        key_id, cipher = data_key_for(self.alias, owner)
 
         def sealed(place: str, value: CheckpointValue) -> CheckpointValue:
-            return seal_typed(cipher, key_id, thread_id, place, value)
+            return seal_typed(cipher, key_id, holder, place, value)
 
         return sealed
 
