@@ -28,9 +28,18 @@ the key stays within MariaDB's 3,072-byte index limit in utf8mb4."""
 TASK_ID_LENGTH = 128
 
 
-class LangGraphCheckpoint(models.Model):
+class ThreadRow(models.Model):
+    """What every row of a thread's checkpoints starts with: the thread and
+    the namespace (``""`` for the graph, a subgraph's otherwise)."""
+
     thread_id = IdentifierField(max_length=ID_MAX_LENGTH)
     checkpoint_ns = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class LangGraphCheckpoint(ThreadRow):
     checkpoint_id = IdentifierField(max_length=CHECKPOINT_ID_LENGTH)
     parent_checkpoint_id = IdentifierField(max_length=CHECKPOINT_ID_LENGTH, null=True, blank=True)
     # metadata["run_id"], kept in a column of its own for delete_for_runs.
@@ -41,7 +50,7 @@ class LangGraphCheckpoint(models.Model):
     metadata = models.JSONField(default=dict)
     created_at = models.DateTimeField()
 
-    class Meta:
+    class Meta(ThreadRow.Meta):
         verbose_name = "LangGraph checkpoint"
         constraints = [
             models.UniqueConstraint(
@@ -59,18 +68,16 @@ class LangGraphCheckpoint(models.Model):
         return f"{self.thread_id} · {self.checkpoint_ns or '-'} · {self.checkpoint_id}"
 
 
-class LangGraphBlob(models.Model):
+class LangGraphBlob(ThreadRow):
     """One channel's value at one version: what checkpoints share."""
 
-    thread_id = IdentifierField(max_length=ID_MAX_LENGTH)
-    checkpoint_ns = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
     channel = IdentifierField(max_length=CHANNEL_LENGTH)
     version = IdentifierField(max_length=CHECKPOINT_ID_LENGTH)
     # "empty" (the channel had no value at that version) carries no bytes.
     type = IdentifierField(max_length=32)
     blob = models.BinaryField(null=True)
 
-    class Meta:
+    class Meta(ThreadRow.Meta):
         verbose_name = "LangGraph channel value"
         constraints = [
             models.UniqueConstraint(
@@ -83,11 +90,9 @@ class LangGraphBlob(models.Model):
         return f"{self.thread_id} · {self.channel} @ {self.version}"
 
 
-class LangGraphWrite(models.Model):
+class LangGraphWrite(ThreadRow):
     """A pending write of a task, against the checkpoint it follows."""
 
-    thread_id = IdentifierField(max_length=ID_MAX_LENGTH)
-    checkpoint_ns = IdentifierField(max_length=ID_MAX_LENGTH, blank=True, default="")
     checkpoint_id = IdentifierField(max_length=CHECKPOINT_ID_LENGTH)
     task_id = IdentifierField(max_length=TASK_ID_LENGTH)
     idx = models.IntegerField()
@@ -96,7 +101,7 @@ class LangGraphWrite(models.Model):
     type = IdentifierField(max_length=32)
     blob = models.BinaryField(null=True)
 
-    class Meta:
+    class Meta(ThreadRow.Meta):
         verbose_name = "LangGraph pending write"
         constraints = [
             models.UniqueConstraint(
