@@ -1,5 +1,6 @@
 """LangGraph on Django: :class:`DjangoSaver`, a checkpointer whose every
-statement runs on Django's connections (``pip install "anvia-django[langgraph]"``).
+statement runs on Django's connections (``pip install "anvia-django[langgraph]"``),
+and :class:`~.store.DjangoStore`, LangGraph's long-term memory store.
 
     from anvia_django.integrations.langgraph import DjangoSaver
 

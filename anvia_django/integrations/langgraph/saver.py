@@ -12,8 +12,8 @@ calls (``persistence/threads/dispatch.py``: the request's or
 threads). The sync ones run on the caller's thread when it is the main
 thread or inside ``atomic()``, else on the store's threads: a sync graph
 calls them from LangGraph's own worker threads, whose connections nothing
-would close (``run_for_sync_caller``). Tables,
-values stored once per version, and encryption at rest: see :mod:`.models`.
+would close (``run_for_sync_caller``). The tables, each channel value
+stored once per version, and encryption at rest: see :mod:`.models`.
 
 Beyond LangGraph's base API it implements ``delete_for_runs``,
 ``copy_thread`` and ``prune``, and passes ``langgraph-checkpoint-conformance``
