@@ -151,3 +151,22 @@ def test_reencryption_leaves_a_threads_key_in_place() -> None:
         found = saver.get_tuple(configs[-1])
         assert found is not None
         assert found.checkpoint["channel_values"]["system"] == "be brief"
+
+
+@pytest.mark.django_db
+def test_deleting_a_run_deletes_the_values_only_its_checkpoints_named() -> None:
+    saver = DjangoSaver()
+    config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    kept = step(
+        saver, config, {"system": "be brief", "messages": ["a"]}, {"system": 1, "messages": 1}
+    )
+    run_2: Any = {"configurable": {**kept["configurable"]}, "metadata": {"run_id": "run-2"}}
+    step(saver, run_2, {"system": "be brief", "messages": ["a", "b"]}, {"system": 1, "messages": 2})
+
+    saver.delete_for_runs(["run-2"])
+
+    stored = sorted(LangGraphBlob.objects.values_list("channel", "version"))
+    assert stored == [("messages", "1"), ("system", "1")]  # "system" 1 was shared
+    found = saver.get_tuple(THREAD_1)
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"system": "be brief", "messages": ["a"]}

@@ -23,6 +23,7 @@ from anvia_django.persistence.databases import write_alias
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 
 STRATEGIES = ("keep_latest", "delete")
+PAGE = 500
 
 
 def delete_threads(thread_ids: Sequence[str], *, using: str | None) -> None:
@@ -37,10 +38,10 @@ def delete_threads(thread_ids: Sequence[str], *, using: str | None) -> None:
         codec_for(alias).forget_checkpoint_threads(ids)
 
 
-def delete_runs(run_ids: Sequence[str], *, using: str | None) -> None:
-    """The checkpoints ``run_ids`` made (``metadata["run_id"]``) and their
-    writes. The channel values they alone used stay until the thread is
-    pruned or deleted: finding them would read every other checkpoint."""
+def delete_runs(serde: SerializerProtocol, run_ids: Sequence[str], *, using: str | None) -> None:
+    """The checkpoints ``run_ids`` made (``metadata["run_id"]``), their
+    writes, and the channel values no checkpoint left in their thread's
+    namespace names (which reads those checkpoints' versions)."""
     if not run_ids:
         return
     alias = write_alias(using)
@@ -63,6 +64,28 @@ def delete_runs(run_ids: Sequence[str], *, using: str | None) -> None:
         )
         LangGraphWrite.objects.using(alias).filter(writes).delete()
         checkpoints.delete()
+        for thread_id, checkpoint_ns in made:
+            _delete_unnamed_values(serde, alias, thread_id, checkpoint_ns)
+
+
+def _delete_unnamed_values(
+    serde: SerializerProtocol, alias: str, thread_id: str, checkpoint_ns: str
+) -> None:
+    """Delete the values of a thread's namespace that none of its checkpoints names."""
+    place = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    named: set[tuple[str, str]] = set()
+    left = LangGraphCheckpoint.objects.using(alias).filter(**place)
+    for kind, payload in left.values_list("type", "checkpoint").iterator(chunk_size=PAGE):
+        versions = serde.loads_typed((kind, bytes(payload))).get("channel_versions", {})
+        named.update((channel, str(version)) for channel, version in versions.items())
+    values = LangGraphBlob.objects.using(alias).filter(**place)
+    unnamed = [
+        pk
+        for pk, channel, version in values.values_list("pk", "channel", "version")
+        if (channel, version) not in named
+    ]
+    for start in range(0, len(unnamed), PAGE):
+        values.filter(pk__in=unnamed[start : start + PAGE]).delete()
 
 
 def prune(

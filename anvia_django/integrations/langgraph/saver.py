@@ -115,7 +115,7 @@ class DjangoSaver(BaseCheckpointSaver[str]):
         run_for_sync_caller(removal.delete_threads, [thread_id], using=self.using)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        run_for_sync_caller(removal.delete_runs, run_ids, using=self.using)
+        run_for_sync_caller(removal.delete_runs, self.serde, run_ids, using=self.using)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         run_for_sync_caller(
@@ -179,7 +179,7 @@ class DjangoSaver(BaseCheckpointSaver[str]):
         await run_in_db_thread(removal.delete_threads, [thread_id], using=self.using)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await run_in_db_thread(removal.delete_runs, run_ids, using=self.using)
+        await run_in_db_thread(removal.delete_runs, self.serde, run_ids, using=self.using)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await run_in_db_thread(
