@@ -6,7 +6,8 @@ becomes ``("sealed", <key id>:<nonce><ciphertext>)`` over the type, a NUL
 and the bytes, so the stored type says nothing either. The associated data
 binds a value to its thread and its place there (a blob's namespace,
 channel and version; a write's checkpoint, task and index): a value copied
-to another row does not open. Every thread has a data key of its own
+to another row does not open (the places are named by
+``integrations/langgraph/places.py``). Every thread has a data key of its own
 (``keys.owner_of_thread``), and so has every store namespace
 (``keys.owner_of_namespace``), whose name then takes the thread's part.
 """
@@ -20,19 +21,6 @@ SEALED = "sealed"
 """The type column of a sealed value."""
 
 Typed = tuple[str, bytes | None]
-
-
-def blob_place(checkpoint_ns: str, channel: str, version: str) -> str:
-    return f"blob\x00{checkpoint_ns}\x00{channel}\x00{version}"
-
-
-def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
-    return f"write\x00{checkpoint_ns}\x00{checkpoint_id}\x00{task_id}\x00{idx}"
-
-
-def item_place(key: str) -> str:
-    """A store item's place in its namespace (which takes a thread's part)."""
-    return f"item\x00{key}"
 
 
 def _aad(key_id: int, thread_id: str, place: str) -> bytes:

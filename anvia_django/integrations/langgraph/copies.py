@@ -12,12 +12,11 @@ from typing import Any, TypeVar
 
 from django.db import models, transaction
 
-from anvia_django.encryption.checkpoints import blob_place, write_place
 from anvia_django.persistence.codec import CheckpointValue, codec_for
 from anvia_django.persistence.databases import write_alias
 
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
-from .places import EMPTY, as_bytes
+from .places import EMPTY, as_bytes, blob_place, write_place
 
 PAGE = 500
 M = TypeVar("M", bound=models.Model)

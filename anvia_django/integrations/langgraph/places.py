@@ -1,5 +1,6 @@
 """Where a config points: its thread and namespace, and the config of a
-stored checkpoint; a binary column's value as bytes."""
+stored checkpoint; the place of a stored value in its thread or namespace
+(what a sealed value is bound to); a binary column's value as bytes."""
 
 from __future__ import annotations
 
@@ -35,3 +36,16 @@ def as_bytes(blob: object) -> bytes | None:
 def loaded(serde: SerializerProtocol, value: tuple[str, bytes | None]) -> Any:
     """A stored (opened) value as ``serde`` reads it."""
     return serde.loads_typed((value[0], value[1] or b""))
+
+
+def blob_place(checkpoint_ns: str, channel: str, version: str) -> str:
+    return f"blob\x00{checkpoint_ns}\x00{channel}\x00{version}"
+
+
+def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    return f"write\x00{checkpoint_ns}\x00{checkpoint_id}\x00{task_id}\x00{idx}"
+
+
+def item_place(key: str) -> str:
+    """A store item's place in its namespace (which takes a thread's part)."""
+    return f"item\x00{key}"

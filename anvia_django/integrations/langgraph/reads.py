@@ -20,12 +20,19 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from anvia_django.encryption.checkpoints import blob_place, write_place
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
-from .places import EMPTY, as_bytes, checkpoint_config, loaded, thread_and_namespace
+from .places import (
+    EMPTY,
+    as_bytes,
+    blob_place,
+    checkpoint_config,
+    loaded,
+    thread_and_namespace,
+    write_place,
+)
 
 BATCH = 100
 """Checkpoints read together by a list: their values and writes in one query each."""

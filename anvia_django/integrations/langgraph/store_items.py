@@ -27,12 +27,12 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from anvia_django.encryption.checkpoints import item_place
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
 from .models import LangGraphStoreItem
+from .places import item_place
 from .store_matching import (
     SEPARATOR,
     matches_conditions,

@@ -24,13 +24,12 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from anvia_django.encryption.checkpoints import blob_place, write_place
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
-from .places import EMPTY, checkpoint_config, thread_and_namespace
+from .places import EMPTY, blob_place, checkpoint_config, thread_and_namespace, write_place
 
 
 def put_checkpoint(
