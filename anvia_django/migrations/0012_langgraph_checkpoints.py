@@ -66,7 +66,7 @@ class Migration(migrations.Migration):
                 ),
                 ("type", anvia_django.fields.IdentifierField(max_length=32)),
                 ("checkpoint", models.BinaryField()),
-                ("metadata", models.JSONField(default=dict)),
+                ("metadata", anvia_django.fields.ExactJSONField(default=dict)),
                 ("created_at", models.DateTimeField()),
             ],
             options={

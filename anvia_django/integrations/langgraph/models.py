@@ -7,8 +7,8 @@ version), so a thread grows with what changed, not with a full snapshot per
 step. Pending writes are rows of :class:`LangGraphWrite`.
 
 Values are LangGraph's serializer's ``(type, bytes)`` pairs; with encryption
-at rest on they are sealed (``persistence/codec/``). Metadata is plain JSON:
-``list(filter=...)`` compares it in SQL.
+at rest on they are sealed (``persistence/codec/``). Metadata is plain JSON
+text: ``list(filter=...)`` compares it (``reads.matching``).
 
 Imported by ``anvia_django.models`` (their app); imports no LangGraph.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from django.db import models
 
 from anvia_django.conf import ID_MAX_LENGTH
-from anvia_django.fields import IdentifierField
+from anvia_django.fields import ExactJSONField, IdentifierField
 
 CHECKPOINT_ID_LENGTH = 64
 """Checkpoint ids are UUIDs (36 characters) in LangGraph."""
@@ -47,7 +47,8 @@ class LangGraphCheckpoint(ThreadRow):
     # The checkpoint without its channel values, as the serializer typed it.
     type = IdentifierField(max_length=32)
     checkpoint = models.BinaryField()
-    metadata = models.JSONField(default=dict)
+    # JSON text, as the app keeps every JSON column (exact on every backend).
+    metadata = ExactJSONField(default=dict)
     created_at = models.DateTimeField()
 
     class Meta(ThreadRow.Meta):

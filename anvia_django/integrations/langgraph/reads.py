@@ -15,13 +15,13 @@ from operator import or_
 from typing import Any, NamedTuple, cast
 
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTransform
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.dialects.json_values import MetadataString
 
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from .places import (
@@ -91,24 +91,44 @@ def matching(
         if checkpoint_id:
             rows = rows.filter(checkpoint_id=checkpoint_id)
     if filter:
-        rows = _with_metadata(rows, filter)
+        rows = _narrowed(rows, filter)
     before_id = get_checkpoint_id(before) if before is not None else None
     if before_id:
         rows = rows.filter(checkpoint_id__lt=before_id)
     rows = rows.order_by("-checkpoint_id", "-thread_id", "-checkpoint_ns")
     values = rows.values_list(*_COLUMNS)
-    if limit is not None:
-        values = values[: max(limit, 0)]
-    return [StoredCheckpoint(*row) for row in values]
+    if not filter:
+        return [StoredCheckpoint(*row) for row in values[: _bound(limit)]]
+    bound = _bound(limit)
+    held: list[StoredCheckpoint] = []
+    for row in values.iterator(chunk_size=BATCH):
+        if bound is not None and len(held) >= bound:
+            break
+        found = StoredCheckpoint(*row)
+        if _holds(found.metadata, filter):
+            held.append(found)
+    return held
 
 
-def _with_metadata(rows: QuerySet[LangGraphCheckpoint], filter: dict[str, Any]) -> Any:
-    """``rows`` whose metadata holds every key of ``filter`` with its value
-    (compared as JSON by the database)."""
+def _bound(limit: int | None) -> int | None:
+    return None if limit is None else max(limit, 0)
+
+
+def _narrowed(rows: QuerySet[LangGraphCheckpoint], filter: dict[str, Any]) -> Any:
+    """``rows`` narrowed in SQL by the string values of ``filter`` (the
+    database's JSON functions, ``dialects/json_values.py``); every value is
+    compared again in Python (:func:`_holds`)."""
     for number, (key, value) in enumerate(filter.items()):
-        name = f"metadata_{number}"
-        rows = rows.alias(**{name: KeyTransform(key, "metadata")}).filter(**{name: value})
+        if isinstance(value, str) and "." not in key:
+            name = f"metadata_{number}"
+            rows = rows.alias(**{name: MetadataString(key)}).filter(**{name: value})
     return rows
+
+
+def _holds(metadata: Any, filter: dict[str, Any]) -> bool:
+    return isinstance(metadata, dict) and all(
+        metadata.get(key) == value for key, value in filter.items()
+    )
 
 
 def batches(rows: Sequence[StoredCheckpoint]) -> Iterator[Sequence[StoredCheckpoint]]:
