@@ -8,11 +8,15 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
 
 from anvia_django.integrations.langgraph import DjangoSaver
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
-from tests.browser_support import BROWSER_MARKS, run_in_browser
+from tests.browser_support import (
+    BROWSER_MARKS,
+    create_demo_account,
+    log_in_as_demo,
+    run_in_browser,
+)
 
 from .langgraph_support import chat_graph, thread
 
@@ -22,11 +26,7 @@ pytestmark = BROWSER_MARKS
 def read_thread(thread_id: str) -> Any:
     def walk(browser: Any, base_url: str) -> dict[str, Any]:
         page = browser.new_page()
-        page.goto(f"{base_url}/admin/login/?next=/admin/")
-        page.fill("#id_username", "librarian")
-        page.fill("#id_password", "correct horse")
-        page.click("input[type=submit]")
-        page.wait_for_url(f"{base_url}/admin/")
+        log_in_as_demo(page, base_url)  # staff with the app's view permissions
         page.click("text=LangGraph checkpoints")
         page.fill("#searchbar", thread_id)
         page.press("#searchbar", "Enter")
@@ -44,7 +44,7 @@ def read_thread(thread_id: str) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_thread_reads_in_the_admin(live_server: Any) -> None:
-    User.objects.create_superuser("librarian", password="correct horse")
+    create_demo_account()
     graph = chat_graph(DjangoSaver(), review=True)
     async_to_sync(graph.ainvoke)({"messages": [("user", "refund order 42")]}, thread("t-browser"))
     latest = LangGraphCheckpoint.objects.filter(thread_id="t-browser").order_by("-checkpoint_id")[0]
