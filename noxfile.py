@@ -86,15 +86,19 @@ PREPARED_TESTS = [
 ]
 
 # Encryption at rest on (ANVIA_TEST_ENCRYPTION=1: a test keyring for the
-# whole run): the conformance and reliability suites and the encryption
-# tests (which turn on the blind index and key aliases themselves; their
-# browser test runs in the SQLite cells). The rest of the suite reads raw columns and counts statements
-# of the plain path on purpose.
+# whole run): the conformance and reliability suites, the encryption tests
+# (which turn on the blind index and key aliases themselves; their browser
+# test runs in the SQLite cells) and the integrations' sealed forms. The
+# rest of the suite reads raw columns and counts statements of the plain
+# path on purpose.
 ENCRYPTED_TESTS = [
     "tests/test_store_conformance.py",
     "tests/reliability",
     "tests/encryption",
     "tests/integrations/test_pydantic_ai_stored_form.py",
+    "tests/integrations/test_langgraph_conformance.py",
+    "tests/integrations/test_langgraph_saver.py",
+    "tests/integrations/test_langgraph_store.py",
 ]
 
 # The plain-ORM SQL dialect (what an unknown database gets), forced on

@@ -353,3 +353,12 @@ class DataKey(models.Model):
 
     def __str__(self) -> str:
         return f"data key {self.pk} ({self.master_key_id}, generation {self.generation})"
+
+
+# LangGraph's checkpoints and store: their own module, models of this app.
+from .integrations.langgraph import models as langgraph_models  # noqa: E402
+
+LangGraphBlob = langgraph_models.LangGraphBlob
+LangGraphCheckpoint = langgraph_models.LangGraphCheckpoint
+LangGraphStoreItem = langgraph_models.LangGraphStoreItem
+LangGraphWrite = langgraph_models.LangGraphWrite

@@ -30,6 +30,8 @@ pytestmark = [
 ]
 
 ALL_VIEWS = ("conversation", "memorymessage", "failedrun", "agentrun", "memorysummary")
+# The demo account may view every model of the app, LangGraph's tables included.
+LANGGRAPH_VIEWS = ("langgraphcheckpoint", "langgraphblob", "langgraphwrite", "langgraphstoreitem")
 
 
 @pytest.fixture
@@ -166,7 +168,7 @@ def test_the_demo_account_sees_runs_in_the_admin_and_the_api(conversation: Conve
     call_command(demo_setup.Command(), "--password", "demo-pw", stdout=StringIO())
     demo = User.objects.get(username="demo")
     held = {p.codename for p in demo.user_permissions.all()}
-    assert held == {f"view_{model}" for model in ALL_VIEWS}
+    assert held == {f"view_{model}" for model in (*ALL_VIEWS, *LANGGRAPH_VIEWS)}
     browser = Client()
     assert browser.login(username="demo", password="demo-pw")
     index = browser.get("/admin/").content.decode()

@@ -1,8 +1,11 @@
-"""Read-only admin pages for conversations, messages, runs, failed runs and summaries.
+"""Read-only admin pages for conversations, messages, runs, failed runs and
+summaries, and LangGraph's checkpoints when LangGraph is installed.
 
 Staff with view permission browse; nobody, superusers included, adds,
 changes or deletes here. Each page's query count is constant in its rows.
 """
+
+import importlib.util
 
 from django.contrib import admin
 
@@ -17,6 +20,13 @@ admin.site.register(MemoryMessage, MemoryMessageAdmin)
 admin.site.register(FailedRun, FailedRunAdmin)
 admin.site.register(AgentRun, AgentRunAdmin)
 admin.site.register(MemorySummary, MemorySummaryAdmin)
+
+if importlib.util.find_spec("langgraph") is not None:  # the langgraph extra
+    from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+
+    from .langgraph import LangGraphCheckpointAdmin
+
+    admin.site.register(LangGraphCheckpoint, LangGraphCheckpointAdmin)
 
 __all__ = [
     "AgentRunAdmin",

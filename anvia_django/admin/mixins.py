@@ -12,13 +12,27 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.models import (
+    AgentRun,
+    Conversation,
+    FailedRun,
+    LangGraphCheckpoint,
+    MemoryMessage,
+    MemorySummary,
+)
 
 from .transcript import json_text
 
 _OWN_URL_PREFIXES = tuple(
     f"{model._meta.app_label}_{model._meta.model_name}_"
-    for model in (Conversation, FailedRun, MemoryMessage, AgentRun, MemorySummary)
+    for model in (
+        Conversation,
+        FailedRun,
+        MemoryMessage,
+        AgentRun,
+        MemorySummary,
+        LangGraphCheckpoint,
+    )
 )
 
 

@@ -80,6 +80,14 @@ HASHED_SCOPED_USER = "scoped-userh:"
 """The same when the user id is too long: ``scoped-userh:<its SHA-256>:<scope digest>``."""
 SCOPE_DIGEST_CHARS = 16
 OWNER_MAX_LENGTH = cast(int, DataKey._meta.get_field("owner").max_length)
+LANGGRAPH_THREAD = "lg-thread:"
+"""A LangGraph thread's key (its checkpoints): ``lg-thread:<thread id>``, or
+``lg-threadh:<its SHA-256>`` when the id is too long."""
+HASHED_LANGGRAPH_THREAD = "lg-threadh:"
+LANGGRAPH_STORE = "lg-store:"
+"""A LangGraph store namespace's key (its items): ``lg-store:<namespace>``,
+or ``lg-storeh:<its SHA-256>`` when it is too long."""
+HASHED_LANGGRAPH_STORE = "lg-storeh:"
 
 
 def owner_of(user_id: str | None, ref: str, scope_key: str = "") -> str:
@@ -102,6 +110,24 @@ def owner_of(user_id: str | None, ref: str, scope_key: str = "") -> str:
     if len(owner) <= OWNER_MAX_LENGTH:
         return owner
     return f"{HASHED_SCOPED_USER}{_digest(user_id)}:{digest}"
+
+
+def owner_of_thread(thread_id: str) -> str:
+    """The data key owner of a LangGraph thread's checkpoints: the thread,
+    so that deleting it destroys its key (``forget_checkpoint_threads``)."""
+    return _bounded(LANGGRAPH_THREAD, HASHED_LANGGRAPH_THREAD, thread_id)
+
+
+def owner_of_namespace(namespace: str) -> str:
+    """The data key owner of the items of a LangGraph store namespace."""
+    return _bounded(LANGGRAPH_STORE, HASHED_LANGGRAPH_STORE, namespace)
+
+
+def _bounded(prefix: str, hashed_prefix: str, name: str) -> str:
+    owner = f"{prefix}{name}"
+    if len(owner) <= OWNER_MAX_LENGTH:
+        return owner
+    return f"{hashed_prefix}{_digest(name)}"
 
 
 def _digest(text: str) -> str:

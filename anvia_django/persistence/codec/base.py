@@ -23,6 +23,11 @@ Owner = tuple[str | None, str, str]
 """A conversation's user id, ref and scope key: what chooses its data key
 (``encryption.keys.owner_of``)."""
 
+CheckpointValue = tuple[str, bytes | None]
+"""A LangGraph checkpoint value as its serializer typed it: ``(type, bytes)``."""
+CheckpointSealer = Callable[[str, CheckpointValue], CheckpointValue]
+"""How a write stores a checkpoint value at its place."""
+
 
 @dataclass(frozen=True, slots=True)
 class SearchScope:
@@ -152,3 +157,28 @@ class Codec(ABC):
         """Whether something of ``user_id``'s is sealed under one key for
         all their scopes (made before keys were per scope), which erasing
         one scope leaves readable."""
+
+    # LangGraph's checkpoints (integrations/langgraph/).
+
+    @abstractmethod
+    def checkpoint_sealer(self, thread_id: str) -> CheckpointSealer:
+        """How one write to ``thread_id``'s checkpoints stores each of its
+        values at its place (``encryption.checkpoints.blob_place``,
+        ``write_place``): the data key is fetched once per write."""
+
+    @abstractmethod
+    def store_sealer(self, namespace: str) -> CheckpointSealer:
+        """The same for a write of items to a LangGraph store ``namespace``
+        (its labels joined), under the namespace's key."""
+
+    @abstractmethod
+    def open_checkpoint_value(
+        self, thread_id: str, place: str, value: CheckpointValue
+    ) -> CheckpointValue:
+        """A stored checkpoint value of ``thread_id`` at ``place`` (or a
+        store item of namespace ``thread_id``), opened."""
+
+    @abstractmethod
+    def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
+        """The checkpoints of ``thread_ids`` are being deleted (in the
+        current transaction): their keys go once it commits."""

@@ -11,7 +11,7 @@ from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.core.memory.validation import loads
 from anvia_django.fields import EncodedJSON
 
-from .base import Codec, Owner, SearchScope
+from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope
 
 
 class PlainCodec(Codec):
@@ -83,6 +83,24 @@ class PlainCodec(Codec):
 
     def erase_user(self, user_id: str, scope_keys: Collection[str] | None = None) -> int:
         return 0
+
+    def checkpoint_sealer(self, thread_id: str) -> CheckpointSealer:
+        return _value_as_is
+
+    def store_sealer(self, namespace: str) -> CheckpointSealer:
+        return _value_as_is
+
+    def open_checkpoint_value(
+        self, thread_id: str, place: str, value: CheckpointValue
+    ) -> CheckpointValue:
+        return value
+
+    def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
+        return None
+
+
+def _value_as_is(place: str, value: CheckpointValue) -> CheckpointValue:
+    return value
 
 
 def _as_is(position: int, value: Any) -> Any:

@@ -48,6 +48,10 @@ from anvia_django.encryption.blind_index import INDEX_OWNER, indexed
 from anvia_django.encryption.envelope import Cipher, envelope_head, seal
 from anvia_django.encryption.keys import (
     CONVERSATION,
+    HASHED_LANGGRAPH_STORE,
+    HASHED_LANGGRAPH_THREAD,
+    LANGGRAPH_STORE,
+    LANGGRAPH_THREAD,
     OWNER_MAX_LENGTH,
     SCOPE_DIGEST_CHARS,
     SCOPED_USER,
@@ -227,10 +231,16 @@ def renew_keys(alias: str, *, batch_size: int) -> int:
     a master key other than the current one; how many were made."""
     # Not the blind index's key: every token stored would stop matching (it
     # is re-wrapped like every key; docs/production.md says what that leaves).
+    # Nor a LangGraph thread's or store namespace's: no step here seals their
+    # values again, so retiring an old key would lose them (re-wrapped only).
     stale = (
         DataKey.objects.using(key_alias(alias))
         .exclude(created_under=keyring().current)
         .exclude(owner=INDEX_OWNER)
+        .exclude(owner__startswith=LANGGRAPH_THREAD)
+        .exclude(owner__startswith=HASHED_LANGGRAPH_THREAD)
+        .exclude(owner__startswith=LANGGRAPH_STORE)
+        .exclude(owner__startswith=HASHED_LANGGRAPH_STORE)
     )
     renewed = 0
     last = 0

@@ -33,6 +33,7 @@ from anvia_django.encryption.blind_index import (
     indexed,
     search_alternatives,
 )
+from anvia_django.encryption.checkpoints import open_typed, seal_typed
 from anvia_django.encryption.envelope import (
     ENVELOPE_PREFIX,
     Cipher,
@@ -50,6 +51,8 @@ from anvia_django.encryption.keys import (
     data_key_for,
     destroy_data_key,
     owner_of,
+    owner_of_namespace,
+    owner_of_thread,
     owners_of_user,
 )
 from anvia_django.encryption.records import (
@@ -61,7 +64,7 @@ from anvia_django.encryption.records import (
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemorySummary
 
-from .base import Codec, Owner, SearchScope
+from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope
 
 
 class SealedCodec(Codec):
@@ -248,6 +251,39 @@ class SealedCodec(Codec):
 
     def shares_a_key_across_scopes(self, user_id: str) -> bool:
         return owner_of(user_id, "") in owners_of_user(self.alias, user_id)
+
+    # LangGraph's checkpoints.
+
+    def checkpoint_sealer(self, thread_id: str) -> CheckpointSealer:
+        return self._sealer(owner_of_thread(thread_id), thread_id)
+
+    def store_sealer(self, namespace: str) -> CheckpointSealer:
+        return self._sealer(owner_of_namespace(namespace), namespace)
+
+    def _sealer(self, owner: str, holder: str) -> CheckpointSealer:
+        # Fetched afresh for each write, as for messages (see the module).
+        key_id, cipher = data_key_for(self.alias, owner)
+
+        def sealed(place: str, value: CheckpointValue) -> CheckpointValue:
+            return seal_typed(cipher, key_id, holder, place, value)
+
+        return sealed
+
+    def open_checkpoint_value(
+        self, thread_id: str, place: str, value: CheckpointValue
+    ) -> CheckpointValue:
+        return open_typed(self.alias, thread_id, place, value)
+
+    def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
+        owners = sorted({owner_of_thread(thread_id) for thread_id in thread_ids})
+        if not owners:
+            return
+
+        def destroy() -> None:
+            for owner in owners:
+                destroy_data_key(self.alias, owner)
+
+        transaction.on_commit(destroy, using=self.alias)
 
 
 def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:

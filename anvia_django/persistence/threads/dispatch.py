@@ -106,6 +106,43 @@ async def run_in_db_thread(
         raise
 
 
+def run_for_sync_caller(fn: Callable[..., R], /, *args: Any, using: str | None, **kwargs: Any) -> R:
+    """``fn(*args, using=using, **kwargs)`` for a sync caller: on its own
+    thread when that thread is the main one (a script, a command, a
+    single-threaded worker) or is inside an ``atomic()`` block on the alias
+    (whose transaction the call must see), else on a store thread, waited for.
+
+    A framework's own worker threads (LangGraph runs a sync graph's
+    checkpoint writes on a thread pool of its own, new for each run) would
+    otherwise each open a connection that nothing closes. A thread running
+    an event loop keeps Django's refusal of sync database calls.
+    """
+    alias = write_alias(using)
+    size = app_settings.STORE_THREADS
+    if (
+        size is None
+        or threading.current_thread() is threading.main_thread()
+        or connections[alias].in_atomic_block
+        or _runs_a_loop()
+    ):
+        return fn(*args, using=using, **kwargs)
+    future = _pool_for(alias, size).submit(
+        contextvars.copy_context(),
+        partial(fn, *args, using=using, **kwargs),
+        args=args,
+        aliases=_aliases(using, alias),
+    )
+    return future.result()
+
+
+def _runs_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _aliases(using: str | None, alias: str) -> tuple[str, ...]:
     """The aliases a call with ``using`` may touch: the write alias, and
     the read alias the routers give the inspector's reads."""

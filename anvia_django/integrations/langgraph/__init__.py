@@ -1,0 +1,28 @@
+"""LangGraph on Django: :class:`DjangoSaver`, a checkpointer whose every
+statement runs on Django's connections (``pip install "anvia-django[langgraph]"``),
+and :class:`~.store.DjangoStore`, LangGraph's long-term memory store.
+
+    from anvia_django.integrations.langgraph import DjangoSaver
+
+    graph = builder.compile(checkpointer=DjangoSaver())
+
+The package imports LangGraph only when ``DjangoSaver`` is asked for: its
+models (:mod:`.models`) belong to the app and load without the extra.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .saver import DjangoSaver
+
+__all__ = ["DjangoSaver"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DjangoSaver":
+        from .saver import DjangoSaver
+
+        return DjangoSaver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,51 @@
+"""Where a config points: its thread and namespace, and the config of a
+stored checkpoint; the place of a stored value in its thread or namespace
+(what a sealed value is bound to); a binary column's value as bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+EMPTY = "empty"
+"""The type of a blob whose channel had no value at its version."""
+
+
+def thread_and_namespace(config: RunnableConfig) -> tuple[str, str]:
+    configurable = config["configurable"]
+    return str(configurable["thread_id"]), configurable.get("checkpoint_ns") or ""
+
+
+def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def as_bytes(blob: object) -> bytes | None:
+    """A binary column's value as bytes (PostgreSQL's driver gives a memoryview)."""
+    return None if blob is None else bytes(blob)  # type: ignore[call-overload]
+
+
+def loaded(serde: SerializerProtocol, value: tuple[str, bytes | None]) -> Any:
+    """A stored (opened) value as ``serde`` reads it."""
+    return serde.loads_typed((value[0], value[1] or b""))
+
+
+def blob_place(checkpoint_ns: str, channel: str, version: str) -> str:
+    return f"blob\x00{checkpoint_ns}\x00{channel}\x00{version}"
+
+
+def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    return f"write\x00{checkpoint_ns}\x00{checkpoint_id}\x00{task_id}\x00{idx}"
+
+
+def item_place(key: str) -> str:
+    """A store item's place in its namespace (which takes a thread's part)."""
+    return f"item\x00{key}"

@@ -1,0 +1,241 @@
+"""Reading checkpoints back: one, the latest of a thread's namespace, or a
+list, each with its channel values and pending writes.
+
+A batch of checkpoints costs three queries whatever its size: the rows,
+their channel values (each version once, however many checkpoints share
+it) and their writes, in ``writes_sort_key`` order.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from functools import reduce
+from operator import or_
+from typing import Any, NamedTuple, cast
+
+from django.db.models import Q, QuerySet
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, get_checkpoint_id
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.dialects.json_values import MetadataString
+
+from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
+from .places import (
+    EMPTY,
+    as_bytes,
+    blob_place,
+    checkpoint_config,
+    loaded,
+    thread_and_namespace,
+    write_place,
+)
+
+BATCH = 100
+"""Checkpoints read together by a list: their values and writes in one query each."""
+
+
+class StoredCheckpoint(NamedTuple):
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type: str
+    checkpoint: Any
+    metadata: Any
+
+
+_COLUMNS = StoredCheckpoint._fields
+
+
+def latest_or_named(
+    serde: SerializerProtocol, config: RunnableConfig, *, using: str | None
+) -> CheckpointTuple | None:
+    """The checkpoint ``config`` names, else the latest of its thread and namespace."""
+    alias = write_alias(using)
+    thread_id, checkpoint_ns = thread_and_namespace(config)
+    rows = LangGraphCheckpoint.objects.using(alias).filter(
+        thread_id=thread_id, checkpoint_ns=checkpoint_ns
+    )
+    checkpoint_id = get_checkpoint_id(config)
+    if checkpoint_id:
+        rows = rows.filter(checkpoint_id=checkpoint_id)
+    else:
+        rows = rows.order_by("-checkpoint_id")
+    found = [StoredCheckpoint(*row) for row in rows.values_list(*_COLUMNS)[:1]]
+    if not found:
+        return None
+    return with_values(serde, found, using=alias)[0]
+
+
+def matching(
+    config: RunnableConfig | None,
+    *,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+    using: str | None,
+) -> list[StoredCheckpoint]:
+    """The rows of the checkpoints a ``list`` returns, newest first."""
+    rows = LangGraphCheckpoint.objects.using(write_alias(using))
+    if config is not None:
+        configurable = config["configurable"]
+        rows = rows.filter(thread_id=str(configurable["thread_id"]))
+        checkpoint_ns = configurable.get("checkpoint_ns")
+        if checkpoint_ns is not None:
+            rows = rows.filter(checkpoint_ns=checkpoint_ns)
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            rows = rows.filter(checkpoint_id=checkpoint_id)
+    if filter:
+        rows = _narrowed(rows, filter)
+    before_id = get_checkpoint_id(before) if before is not None else None
+    if before_id:
+        rows = rows.filter(checkpoint_id__lt=before_id)
+    rows = rows.order_by("-checkpoint_id", "-thread_id", "-checkpoint_ns")
+    values = rows.values_list(*_COLUMNS)
+    if not filter:
+        return [StoredCheckpoint(*row) for row in values[: _bound(limit)]]
+    bound = _bound(limit)
+    held: list[StoredCheckpoint] = []
+    for row in values.iterator(chunk_size=BATCH):
+        if bound is not None and len(held) >= bound:
+            break
+        found = StoredCheckpoint(*row)
+        if _holds(found.metadata, filter):
+            held.append(found)
+    return held
+
+
+def _bound(limit: int | None) -> int | None:
+    return None if limit is None else max(limit, 0)
+
+
+def _narrowed(rows: QuerySet[LangGraphCheckpoint], filter: dict[str, Any]) -> Any:
+    """``rows`` narrowed in SQL by the string values of ``filter`` (the
+    database's JSON functions, ``dialects/json_values.py``); every value is
+    compared again in Python (:func:`_holds`)."""
+    for number, (key, value) in enumerate(filter.items()):
+        if isinstance(value, str) and "." not in key:
+            name = f"metadata_{number}"
+            rows = rows.alias(**{name: MetadataString(key)}).filter(**{name: value})
+    return rows
+
+
+def _holds(metadata: Any, filter: dict[str, Any]) -> bool:
+    return isinstance(metadata, dict) and all(
+        metadata.get(key) == value for key, value in filter.items()
+    )
+
+
+def batches(rows: Sequence[StoredCheckpoint]) -> Iterator[Sequence[StoredCheckpoint]]:
+    for start in range(0, len(rows), BATCH):
+        yield rows[start : start + BATCH]
+
+
+def with_values(
+    serde: SerializerProtocol, rows: Sequence[StoredCheckpoint], *, using: str | None
+) -> list[CheckpointTuple]:
+    """``rows`` as checkpoint tuples, with their channel values and pending writes."""
+    alias = write_alias(using)
+    codec = codec_for(alias)
+    checkpoints = [serde.loads_typed((row.type, bytes(row.checkpoint))) for row in rows]
+    wanted: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for row, checkpoint in zip(rows, checkpoints, strict=True):
+        versions = checkpoint.get("channel_versions", {})
+        wanted[row.thread_id, row.checkpoint_ns].update(
+            (channel, str(version)) for channel, version in versions.items()
+        )
+    values: dict[tuple[str, str, str, str], Any] = {}
+    for thread_id, checkpoint_ns, channel, version, kind, blob in _blobs(alias, wanted):
+        if kind == EMPTY:
+            continue
+        place = blob_place(checkpoint_ns, channel, version)
+        typed = codec.open_checkpoint_value(thread_id, place, (kind, as_bytes(blob)))
+        values[thread_id, checkpoint_ns, channel, version] = loaded(serde, typed)
+    writes = _writes(serde, alias, rows)
+    tuples = []
+    for row, checkpoint in zip(rows, checkpoints, strict=True):
+        channel_values = {}
+        for channel, version in checkpoint.get("channel_versions", {}).items():
+            key = (row.thread_id, row.checkpoint_ns, channel, str(version))
+            if key in values:
+                channel_values[channel] = values[key]
+        parent = row.parent_checkpoint_id
+        tuples.append(
+            CheckpointTuple(
+                config=checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
+                checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": channel_values}),
+                metadata=row.metadata,
+                parent_config=(
+                    checkpoint_config(row.thread_id, row.checkpoint_ns, parent) if parent else None
+                ),
+                pending_writes=writes.get(
+                    (row.thread_id, row.checkpoint_ns, row.checkpoint_id), []
+                ),
+            )
+        )
+    return tuples
+
+
+def _blobs(
+    alias: str, wanted: dict[tuple[str, str], set[tuple[str, str]]]
+) -> Iterable[tuple[str, str, str, str, str, Any]]:
+    if not any(wanted.values()):
+        return []
+    where = reduce(
+        or_,
+        (
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+            & reduce(or_, (Q(channel=channel, version=version) for channel, version in pairs))
+            for (thread_id, checkpoint_ns), pairs in wanted.items()
+            if pairs
+        ),
+    )
+    return (
+        LangGraphBlob.objects.using(alias)
+        .filter(where)
+        .values_list("thread_id", "checkpoint_ns", "channel", "version", "type", "blob")
+    )
+
+
+def _writes(
+    serde: SerializerProtocol, alias: str, rows: Sequence[StoredCheckpoint]
+) -> dict[tuple[str, str, str], list[tuple[str, str, Any]]]:
+    ids: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row in rows:
+        ids[row.thread_id, row.checkpoint_ns].append(row.checkpoint_id)
+    where = reduce(
+        or_,
+        (
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id__in=checkpoint_ids)
+            for (thread_id, checkpoint_ns), checkpoint_ids in ids.items()
+        ),
+    )
+    found = (
+        LangGraphWrite.objects.using(alias)
+        .filter(where)
+        .order_by("task_path", "task_id", "idx")
+        .values_list(
+            "thread_id",
+            "checkpoint_ns",
+            "checkpoint_id",
+            "task_id",
+            "idx",
+            "channel",
+            "type",
+            "blob",
+        )
+    )
+    codec = codec_for(alias)
+    writes: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = defaultdict(list)
+    for thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, kind, blob in found:
+        place = write_place(checkpoint_ns, checkpoint_id, task_id, idx)
+        typed = codec.open_checkpoint_value(thread_id, place, (kind, as_bytes(blob)))
+        writes[thread_id, checkpoint_ns, checkpoint_id].append(
+            (task_id, channel, loaded(serde, typed))
+        )
+    return writes

@@ -1,0 +1,148 @@
+"""Storing a checkpoint and a task's pending writes.
+
+A checkpoint row keeps the checkpoint without its channel values; each
+value goes to :class:`~.models.LangGraphBlob` under the version
+``new_versions`` gives it, once: a version stored already is kept
+(``INSERT ... ON CONFLICT DO NOTHING``), since a version names one value.
+Everything a call stores commits together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.dialects.upserts import conflict_target
+
+from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
+from .places import EMPTY, blob_place, checkpoint_config, thread_and_namespace, write_place
+
+
+def put_checkpoint(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    *,
+    using: str | None,
+) -> RunnableConfig:
+    """Store ``checkpoint`` after the one ``config`` names (its parent), and
+    the values of the channels in ``new_versions``; the new checkpoint's config."""
+    alias = write_alias(using)
+    thread_id, checkpoint_ns = thread_and_namespace(config)
+    parent_id = config["configurable"].get("checkpoint_id")
+    values = checkpoint.get("channel_values", {})
+    bare = {key: value for key, value in checkpoint.items() if key != "channel_values"}
+    kind, payload = serde.dumps_typed(bare)
+    stored_metadata: dict[str, Any] = dict(get_serializable_checkpoint_metadata(config, metadata))
+    run_id = stored_metadata.get("run_id")
+    with transaction.atomic(using=alias):
+        if new_versions:
+            seal = codec_for(alias).checkpoint_sealer(thread_id)
+            blobs = []
+            for channel, version in new_versions.items():
+                key = str(version)
+                if channel in values:
+                    typed = seal(
+                        blob_place(checkpoint_ns, channel, key), serde.dumps_typed(values[channel])
+                    )
+                else:
+                    typed = (EMPTY, None)
+                blobs.append(
+                    LangGraphBlob(
+                        thread_id=thread_id,
+                        checkpoint_ns=checkpoint_ns,
+                        channel=channel,
+                        version=key,
+                        type=typed[0],
+                        blob=typed[1],
+                    )
+                )
+            LangGraphBlob.objects.using(alias).bulk_create(blobs, ignore_conflicts=True)
+        row = LangGraphCheckpoint(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint["id"],
+            parent_checkpoint_id=parent_id,
+            run_id=None if run_id is None else str(run_id),
+            type=kind,
+            checkpoint=payload,
+            metadata=stored_metadata,
+            created_at=timezone.now(),
+        )
+        key_fields = ("thread_id", "checkpoint_ns", "checkpoint_id")
+        LangGraphCheckpoint.objects.using(alias).bulk_create(
+            [row],
+            update_conflicts=True,
+            unique_fields=conflict_target(alias, key_fields),
+            update_fields=["parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"],
+        )
+    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"])
+
+
+def put_writes(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+    *,
+    using: str | None,
+) -> None:
+    """Store a task's writes against the checkpoint ``config`` names.
+
+    As LangGraph's savers do: a write stored already under its (task, index)
+    is kept, unless every write of the call goes to a special channel
+    (an error, an interrupt, a resume, ``WRITES_IDX_MAP``), which replace."""
+    if not writes:
+        return
+    alias = write_alias(using)
+    thread_id, checkpoint_ns = thread_and_namespace(config)
+    checkpoint_id = config["configurable"]["checkpoint_id"]
+    with transaction.atomic(using=alias):
+        seal = codec_for(alias).checkpoint_sealer(thread_id)
+        rows = []
+        for index, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, index)
+            kind, data = seal(
+                write_place(checkpoint_ns, checkpoint_id, task_id, idx), serde.dumps_typed(value)
+            )
+            rows.append(
+                LangGraphWrite(
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    task_id=task_id,
+                    idx=idx,
+                    task_path=task_path,
+                    channel=channel,
+                    type=kind,
+                    blob=data,
+                )
+            )
+        table = LangGraphWrite.objects.using(alias)
+        if all(channel in WRITES_IDX_MAP for channel, _ in writes):
+            key_fields = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+            table.bulk_create(
+                rows,
+                update_conflicts=True,
+                unique_fields=conflict_target(alias, key_fields),
+                update_fields=["task_path", "channel", "type", "blob"],
+            )
+        else:
+            table.bulk_create(rows, ignore_conflicts=True)

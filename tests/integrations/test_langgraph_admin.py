@@ -1,0 +1,100 @@
+"""LangGraph's checkpoints in the admin: newest first, searchable by
+thread, a checkpoint's channel values decoded (the messages as a
+transcript) with its pending writes, a list whose queries do not grow with
+its rows, and nothing for staff whom the tenant restriction limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Permission, User
+from django.test import Client, override_settings
+
+from anvia_django.integrations.langgraph import DjangoSaver
+from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+
+from .langgraph_support import chat_graph, thread
+
+pytestmark = pytest.mark.django_db
+
+CHECKPOINTS = "/admin/anvia_django/langgraphcheckpoint/"
+RESTRICTED = {
+    "SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]},
+    "STAFF_TENANTS": "tests.test_staff_tenants.tenants_for",
+}
+
+
+@pytest.fixture
+def viewer() -> Client:
+    staff = User.objects.create(username="acme-staff", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename="view_langgraphcheckpoint"))
+    client = Client()
+    client.force_login(staff)
+    return client
+
+
+def chat(thread_id: str, *texts: str) -> None:
+    graph = chat_graph(DjangoSaver())
+    for text in texts:
+        async_to_sync(graph.ainvoke)({"messages": [("user", text)]}, thread(thread_id))
+
+
+def test_a_checkpoint_shows_its_values_decoded_and_its_writes(viewer: Client) -> None:
+    chat("t1", "where is <b>order 42</b>?")
+    latest = LangGraphCheckpoint.objects.filter(thread_id="t1").order_by("-checkpoint_id")[0]
+    DjangoSaver().put_writes(
+        thread(latest.thread_id, checkpoint_id=latest.checkpoint_id, checkpoint_ns=""),
+        [("approved", "yes, by Ana")],
+        "task-7",
+    )
+
+    page = viewer.get(f"{CHECKPOINTS}{latest.pk}/change/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<strong>human</strong> where is &lt;b&gt;order 42&lt;/b&gt;?" in html  # escaped
+    assert "<strong>ai</strong> reply 1" in html
+    assert "task-7 → approved" in html
+    assert "yes, by Ana" in html
+    assert latest.parent_checkpoint_id in html
+
+
+def test_the_list_is_newest_first_searchable_and_its_queries_constant(
+    viewer: Client, django_assert_max_num_queries: Any
+) -> None:
+    chat("t1", "one")
+    chat("t2", "two")
+    ids = list(
+        LangGraphCheckpoint.objects.filter(thread_id="t1")
+        .order_by("-checkpoint_id")
+        .values_list("checkpoint_id", flat=True)
+    )
+
+    html = viewer.get(CHECKPOINTS, {"q": "t1"}).content.decode()
+    positions = [html.index(checkpoint_id) for checkpoint_id in ids]
+    assert positions == sorted(positions)
+    other = LangGraphCheckpoint.objects.filter(thread_id="t2").values_list(
+        "checkpoint_id", flat=True
+    )
+    assert not any(checkpoint_id in html for checkpoint_id in other)
+
+    with django_assert_max_num_queries(12) as few:
+        viewer.get(CHECKPOINTS)
+    chat("t3", "three", "four", "five")
+    with django_assert_max_num_queries(len(few)):
+        viewer.get(CHECKPOINTS)
+
+
+@override_settings(ANVIA_DJANGO=RESTRICTED)
+def test_staff_limited_to_tenants_see_no_thread(viewer: Client) -> None:
+    chat("t1", "hello")
+    shown = LangGraphCheckpoint.objects.values_list("checkpoint_id", flat=True)[0]
+    superuser = Client()
+    superuser.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
+    assert shown in superuser.get(CHECKPOINTS).content.decode()  # may see every tenant
+
+    page = viewer.get(CHECKPOINTS)  # acme's staff
+    assert page.status_code == 200
+    assert shown not in page.content.decode()

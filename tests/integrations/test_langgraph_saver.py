@@ -1,0 +1,172 @@
+"""What the conformance suite does not see: each channel value is stored
+once per version, a read costs a fixed number of queries, and with
+encryption at rest on the rows hold no plain text, a value moved to another
+row does not open, and deleting a thread destroys its key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from langgraph.checkpoint.base import empty_checkpoint
+
+from anvia_django.encryption.envelope import DecryptionError
+from anvia_django.encryption.keys import owner_of_thread
+from anvia_django.integrations.langgraph import DjangoSaver
+from anvia_django.integrations.langgraph.models import (
+    LangGraphBlob,
+    LangGraphCheckpoint,
+    LangGraphWrite,
+)
+from anvia_django.models import DataKey
+from anvia_django.persistence.codec.reencrypt import renew_keys
+from tests.encryption.support import KEY_1, KEY_2, encryption
+
+SECRET = "the launch code is 0000"
+THREAD_1: Any = {"configurable": {"thread_id": "t1"}}
+THREAD_2: Any = {"configurable": {"thread_id": "t2"}}
+
+
+def step(saver: DjangoSaver, parent: Any, values: dict[str, Any], versions: dict[str, int]) -> Any:
+    """A checkpoint after ``parent`` whose channels hold ``values`` at
+    ``versions``, of which those newer than the parent's are new."""
+    previous = saver.get_tuple(parent)
+    known = previous.checkpoint["channel_versions"] if previous else {}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = values
+    checkpoint["channel_versions"] = dict(versions)
+    new: dict[str, Any] = {c: v for c, v in versions.items() if known.get(c) != v}
+    return saver.put(parent, checkpoint, {"source": "loop", "step": len(known)}, new)
+
+
+def grow(saver: DjangoSaver, thread_id: str, turns: int) -> list[Any]:
+    """``turns`` checkpoints: "messages" changes every time, "system" never."""
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    configs = []
+    for turn in range(1, turns + 1):
+        values = {"system": "be brief", "messages": [f"{SECRET} #{n}" for n in range(turn)]}
+        config = step(saver, config, values, {"system": 1, "messages": turn})
+        configs.append(config)
+    return configs
+
+
+@pytest.mark.django_db
+def test_a_value_is_stored_once_per_version() -> None:
+    saver = DjangoSaver()
+    configs = grow(saver, "t1", 5)
+
+    stored = sorted(LangGraphBlob.objects.filter(thread_id="t1").values_list("channel", "version"))
+    assert stored == [("messages", str(n)) for n in range(1, 6)] + [("system", "1")]
+    # Every checkpoint reads back whole, the unchanged channel included.
+    for turn, config in enumerate(configs, 1):
+        found = saver.get_tuple(config)
+        assert found is not None
+        values = found.checkpoint["channel_values"]
+        assert values == {
+            "system": "be brief",
+            "messages": [f"{SECRET} #{n}" for n in range(turn)],
+        }
+
+
+@pytest.mark.django_db
+def test_reads_cost_a_fixed_number_of_queries(django_assert_num_queries: Any) -> None:
+    saver = DjangoSaver()
+    configs = grow(saver, "t1", 12)
+    saver.put_writes(configs[-1], [("messages", "pending")], "task-1")
+
+    with django_assert_num_queries(3):  # the row, its values, its writes
+        latest = saver.get_tuple(THREAD_1)
+    assert latest is not None
+    assert latest.pending_writes == [("task-1", "messages", "pending")]
+    with django_assert_num_queries(3):  # however many checkpoints
+        listed = list(saver.list(THREAD_1))
+    assert [found.config for found in listed] == configs[::-1]
+
+
+@pytest.mark.django_db
+def test_sealed_rows_hold_no_plain_text_and_do_not_move() -> None:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        saver = DjangoSaver()
+        configs = grow(saver, "t1", 2)
+        saver.put_writes(configs[-1], [("messages", SECRET)], "task-1")
+        grow(saver, "t2", 1)
+
+        raw = [
+            bytes(blob)
+            for model in (LangGraphBlob, LangGraphWrite)
+            for blob in model.objects.values_list("blob", flat=True)
+            if blob is not None
+        ]
+        assert raw
+        assert not any(b"launch code" in blob or b"be brief" in blob for blob in raw)
+        assert set(LangGraphBlob.objects.values_list("type", flat=True)) == {"sealed"}
+        latest = saver.get_tuple(configs[-1])
+        assert latest is not None
+        assert latest.checkpoint["channel_values"]["messages"] == [f"{SECRET} #0", f"{SECRET} #1"]
+        assert latest.pending_writes == [("task-1", "messages", SECRET)]
+
+        # A value of t2 copied over the one t1 holds at the same place.
+        other = LangGraphBlob.objects.get(thread_id="t2", channel="messages")
+        LangGraphBlob.objects.filter(thread_id="t1", channel="messages", version="1").update(
+            blob=other.blob
+        )
+        with pytest.raises(DecryptionError, match="thread 't1'"):
+            saver.get_tuple(configs[0])
+
+
+@pytest.mark.django_db
+def test_deleting_a_sealed_thread_destroys_its_key(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        saver = DjangoSaver()
+        grow(saver, "t1", 2)
+        grow(saver, "t2", 1)
+        owners = {owner_of_thread("t1"), owner_of_thread("t2")}
+        assert set(DataKey.objects.values_list("owner", flat=True)) >= owners
+
+        with django_capture_on_commit_callbacks(execute=True):
+            saver.delete_thread("t1")
+
+        assert not LangGraphCheckpoint.objects.filter(thread_id="t1").exists()
+        assert not LangGraphBlob.objects.filter(thread_id="t1").exists()
+        left = set(DataKey.objects.values_list("owner", flat=True))
+        assert owner_of_thread("t1") not in left
+        assert owner_of_thread("t2") in left
+        assert saver.get_tuple(THREAD_2) is not None
+
+
+@pytest.mark.django_db
+def test_reencryption_leaves_a_threads_key_in_place() -> None:
+    """``rotate-keys --reencrypt`` seals no checkpoint again: renewing (and
+    later retiring) a thread's key would lose its values."""
+    with override_settings(ANVIA_DJANGO=encryption(k1=KEY_1)):
+        saver = DjangoSaver()
+        configs = grow(saver, "t1", 2)
+    with override_settings(ANVIA_DJANGO=encryption("k2", k1=KEY_1, k2=KEY_2)):
+        renew_keys("default", batch_size=10)
+
+        assert DataKey.objects.filter(owner=owner_of_thread("t1")).count() == 1
+        found = saver.get_tuple(configs[-1])
+        assert found is not None
+        assert found.checkpoint["channel_values"]["system"] == "be brief"
+
+
+@pytest.mark.django_db
+def test_deleting_a_run_deletes_the_values_only_its_checkpoints_named() -> None:
+    saver = DjangoSaver()
+    config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    kept = step(
+        saver, config, {"system": "be brief", "messages": ["a"]}, {"system": 1, "messages": 1}
+    )
+    run_2: Any = {"configurable": {**kept["configurable"]}, "metadata": {"run_id": "run-2"}}
+    step(saver, run_2, {"system": "be brief", "messages": ["a", "b"]}, {"system": 1, "messages": 2})
+
+    saver.delete_for_runs(["run-2"])
+
+    stored = sorted(LangGraphBlob.objects.values_list("channel", "version"))
+    assert stored == [("messages", "1"), ("system", "1")]  # "system" 1 was shared
+    found = saver.get_tuple(THREAD_1)
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"system": "be brief", "messages": ["a"]}
