@@ -31,10 +31,9 @@ nox.options.reuse_existing_virtualenvs = True
 # (Python, Django) and the databases each pair runs on: the LTS on the oldest
 # Python we support, the newest on a newer one. MariaDB on one pair only: the
 # SQL written for it does not depend on the Python or Django version.
-# The servers' cells go first: ruff, mypy and the smoke benchmark run beside
-# the cells (scripts/test.sh) and find idle cores while the tests wait on a
-# server; beside the SQLite cell they made it take 189 s, against about 120 s
-# alone.
+# The first pair's servers' cells go first, beside the second pair's SQLite
+# cell in the other lane (LANES): one waits on a server while the other
+# needs a core.
 MATRIX = {
     ("3.11", "5.2"): ["postgres", "mariadb", "sqlite", "generic"],
     # PostgreSQL with server-side parameters and prepared statements, the
@@ -48,6 +47,12 @@ MATRIX = {
     ("3.13", "6.0"): ["sqlite"],
 }
 VERSIONS_ONLY = {("3.13", "6.0"): ["--ignore=tests/reliability"]}
+# ``make test`` runs two lanes at once (scripts/test.sh: ``nox -t first`` and
+# ``nox -t second``): the cells of one pair wait on a database server much of
+# the time, and the other lane's work takes those cores. The first pair's
+# cells in one; the checks and the other pairs' cells in the other, about
+# as long. Each pair has test databases of its own.
+LANES = {("3.11", "5.2"): "first", ("3.12", "6.1"): "second", ("3.13", "6.0"): "second"}
 DATABASES = ["sqlite", "postgres"]
 
 # The reliability suite's size per pair (tests/reliability/budget.py). The
@@ -124,7 +129,7 @@ def install(session: nox.Session, *args: str) -> None:
 
 
 @nox.session
-@nox.parametrize("python,django", list(MATRIX))
+@nox.parametrize("python,django", [nox.param(*pair, tags=[LANES[pair]]) for pair in MATRIX])
 def tests(session: nox.Session, django: str) -> None:
     """Every database of the pair in one virtualenv (one install, not one per
     database), two pytest workers each. ``ANVIA_TEST_DBS=postgres,mariadb``
@@ -140,7 +145,7 @@ def tests(session: nox.Session, django: str) -> None:
         size = budget or ("smoke" if db in SMOKE_DATABASES else "")
         session.log(f"database: {db}" + (f" (reliability: {size})" if size else ""))
         started = time.monotonic()
-        env = {"ANVIA_RELIABILITY": size}
+        env = {"ANVIA_RELIABILITY": size, **test_database_names(python)}
         if db.startswith("generic"):
             backend = "sqlite" if db == "generic-sqlite" else "postgres"
             env |= {"ANVIA_TEST_DB": backend, "ANVIA_TEST_DIALECT": "generic"}
@@ -158,7 +163,18 @@ def tests(session: nox.Session, django: str) -> None:
         session.log(f"database: {db} took {time.monotonic() - started:.0f} s")
 
 
-@nox.session(python="3.12")
+def test_database_names(python: str) -> dict[str, str]:
+    """Test database names of the pair's own (``test_anvia_311``...), so the
+    lanes' cells never share one; after ``ANVIA_PG_TEST_NAME`` and
+    ``ANVIA_MYSQL_TEST_NAME`` where set."""
+    suffix = python.replace(".", "")
+    return {
+        variable: f"{os.environ.get(variable, 'test_anvia')}_{suffix}"
+        for variable in ("ANVIA_PG_TEST_NAME", "ANVIA_MYSQL_TEST_NAME")
+    }
+
+
+@nox.session(python="3.12", tags=["second"])
 def lint(session: nox.Session) -> None:
     session.install("ruff~=0.17.6")
     session.run("ruff", "check", ".")
@@ -173,7 +189,7 @@ def _smoke_benchmark(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks", "--smoke", "--backend", "all", "--output", output)
 
 
-@nox.session(python="3.12")
+@nox.session(python="3.12", tags=["second"])
 def typecheck_and_benchmarks(session: nox.Session) -> None:
     """mypy and the smoke benchmark run (so the harness cannot rot; the
     numbers are not judged) in one virtualenv, at the same time: mypy needs

@@ -59,24 +59,22 @@ if [ "$#" -gt 0 ]; then
   exec .venv-tools/bin/nox "$@"
 fi
 
-# The whole run: the checks that need no test database (ruff, mypy, the
-# smoke benchmark, whose numbers are not judged) beside the test cells,
-# which spend much of their time waiting on the databases; their output
-# after the cells'. Both must pass.
-checks_log=$(mktemp)
-trap 'rm -f "$checks_log"' EXIT
-# At the lowest CPU priority: they take the cores while the tests wait on a
-# server or a lock, and never slow a test cell (beside the first SQLite cell
-# at equal priority they made it take 189 s, against about 120 s alone).
-nice -n 19 .venv-tools/bin/nox -s lint typecheck_and_benchmarks >"$checks_log" 2>&1 &
-checks=$!
+# The whole run in two lanes at once (the noxfile's LANES): the first
+# pair's cells, and the checks (ruff, mypy, the smoke benchmark, whose
+# numbers are not judged) with the other pairs' cells. A cell on a database
+# server leaves a core idle much of the time, which the other lane takes.
+# The second lane's output after the first's; both must pass.
+second_log=$(mktemp)
+trap 'rm -f "$second_log"' EXIT
+.venv-tools/bin/nox -t second >"$second_log" 2>&1 &
+second=$!
 status=0
-.venv-tools/bin/nox -s tests || status=$?
-checks_status=0
-wait "$checks" || checks_status=$?
-cat "$checks_log"
-if [ "$checks_status" -ne 0 ]; then
-  echo "lint, typecheck or benchmarks failed (exit code $checks_status)" >&2
-  status=$checks_status
+.venv-tools/bin/nox -t first || status=$?
+second_status=0
+wait "$second" || second_status=$?
+cat "$second_log"
+if [ "$second_status" -ne 0 ]; then
+  echo "the second lane (checks, Python 3.12 and 3.13 cells) failed (exit code $second_status)" >&2
+  status=$second_status
 fi
 exit "$status"
