@@ -17,7 +17,17 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
-from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.models import (
+    AdkEvent,
+    AdkSession,
+    AdkUserState,
+    AgentRun,
+    Conversation,
+    FailedRun,
+    MemoryMessage,
+    MemorySummary,
+)
+from anvia_django.persistence.adk.state import erase_user_state
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects import vendor_dialect
@@ -222,7 +232,10 @@ def erase_user_conversations(
     alias = write_alias(using)
     selection = ConversationFilter(user_id=user_id, metadata=metadata)
     with transaction.atomic(using=alias):
-        return delete_matching_conversations(selection, batch_size=batch_size, using=alias)
+        counts = delete_matching_conversations(selection, batch_size=batch_size, using=alias)
+        # ADK sessions went with their conversations; the user's ADK state too.
+        erase_user_state(alias, user_id, metadata)
+        return counts
 
 
 def scope_keys_of(selection: ConversationFilter, *, using: str | None = None) -> list[str]:
@@ -233,7 +246,16 @@ def scope_keys_of(selection: ConversationFilter, *, using: str | None = None) ->
     return sorted(set(conversations.values_list("scope_key", flat=True)))
 
 
-ERASED_TABLES = (MemoryMessage, FailedRun, MemorySummary, AgentRun, Conversation)
+ERASED_TABLES = (
+    MemoryMessage,
+    FailedRun,
+    MemorySummary,
+    AgentRun,
+    AdkEvent,
+    AdkSession,
+    AdkUserState,
+    Conversation,
+)
 """The tables an erasure deletes rows from."""
 
 

@@ -23,7 +23,8 @@ APP_KEY = "adk_app"
 """The metadata key of an ADK session's conversation that holds its app name."""
 
 
-def _tenant_keys() -> tuple[str, ...]:
+def tenant_keys() -> tuple[str, ...]:
+    """The metadata keys of ``ANVIA_DJANGO[\"SCOPE\"]`` (tenants), in order."""
     scope = app_settings.scope
     if scope.function is not None:
         raise ImproperlyConfigured(
@@ -38,12 +39,12 @@ def _tenant_keys() -> tuple[str, ...]:
 def session_scope() -> ConversationScope:
     """The scope of ADK sessions' conversations: always with the user id,
     as ADK keys sessions by user."""
-    return ConversationScope(user_id=True, metadata_keys=(*_tenant_keys(), APP_KEY))
+    return ConversationScope(user_id=True, metadata_keys=(*tenant_keys(), APP_KEY))
 
 
 def app_scope_of(app_name: str, metadata: JsonObject | None = None) -> str:
     """The app scope of ``app_name`` with the tenant values in ``metadata``."""
-    scope = ConversationScope(user_id=False, metadata_keys=(*_tenant_keys(), APP_KEY))
+    scope = ConversationScope(user_id=False, metadata_keys=(*tenant_keys(), APP_KEY))
     return scope.key(MemoryContext("-", None, {**(metadata or {}), APP_KEY: app_name}))
 
 

@@ -8,6 +8,7 @@ appends to sessions sharing it each add their keys to it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from anvia_django.models import AdkAppState, AdkUserState
+from anvia_django.persistence.adk.keys import APP_KEY, tenant_keys
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
@@ -99,3 +101,27 @@ def shared_state(alias: str, app_scope: str, user_id: str) -> tuple[dict[str, An
         .values_list("state", flat=True)
     )
     return (app.first() or {}), (user.first() or {})
+
+
+def erase_user_state(alias: str, user_id: str, metadata: Any = None) -> int:
+    """Delete ``user_id``'s ADK user state (with ``metadata``, only in the
+    app scopes holding these values: one tenant's, one app's); how many rows.
+
+    An app scope is the JSON list of the tenant values and the app name
+    (:mod:`.keys`); a ``metadata`` key that is neither matches no row."""
+    rows = AdkUserState.objects.using(alias).filter(user_id=user_id)
+    if not metadata:
+        return int(rows.delete()[0])
+    names = [*tenant_keys(), APP_KEY]
+    chosen = []
+    for pk, app_scope in rows.values_list("pk", "app_scope"):
+        try:
+            values = dict(zip(names, json.loads(app_scope), strict=True))
+        except (ValueError, TypeError):
+            continue  # a hashed (over-long) scope: never chosen by metadata
+        if all(values.get(key, _NONE) == value for key, value in metadata.items()):
+            chosen.append(pk)
+    return int(AdkUserState.objects.using(alias).filter(pk__in=chosen).delete()[0])
+
+
+_NONE = object()
