@@ -1,0 +1,184 @@
+"""``DjangoSessionService`` and ``DjangoMemoryService`` in the store: memory
+search scoped to an app and a user, keyset pages of sessions, tenants,
+encryption at rest and erasure.
+
+Transactional on MariaDB only: InnoDB's FULLTEXT index sees committed rows only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.test import override_settings
+
+pytest.importorskip("google.adk")
+
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+
+from anvia_django.core.memory.errors import InvalidMemoryInputError
+from anvia_django.encryption.envelope import ENVELOPE_PREFIX
+from anvia_django.integrations.adk import DjangoMemoryService, DjangoSessionService
+from anvia_django.models import AdkAppState, AdkEvent, AdkSession, AdkUserState, MemoryMessage
+from anvia_django.persistence.maintenance import erase_user_conversations
+from tests.encryption.support import encryption
+from tests.helpers import run
+from tests.integrations.adk_support import event, scenario
+
+pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
+
+APP = "shop"
+
+
+async def say(service: DjangoSessionService, user_id: str, session_id: str, *texts: str) -> None:
+    session = await service.create_session(app_name=APP, user_id=user_id, session_id=session_id)
+    for text in texts:
+        await service.append_event(session, event(author="user", text=text))
+
+
+def blind_index() -> dict[str, Any]:
+    setting = encryption()
+    setting["ENCRYPTION"]["BLIND_INDEX"] = True
+    return setting
+
+
+@pytest.fixture(params=["as-configured", "sealed"])
+def searchable(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Content search as the run configures it, and over sealed events
+    (encryption at rest with the blind index); a run with encryption on
+    has both sealed, through the blind index."""
+    if request.param == "sealed" or os.environ.get("ANVIA_TEST_ENCRYPTION") == "1":
+        with override_settings(ANVIA_DJANGO=blind_index()):
+            yield
+    else:
+        yield
+
+
+@scenario
+async def test_memory_finds_the_users_events_in_the_app_most_words_first(
+    searchable: None,
+) -> None:
+    sessions = DjangoSessionService()
+    await say(sessions, "u1", "a", "my cat likes fish", "the weather is grey")
+    await say(sessions, "u1", "b", "my dog likes long walks")
+    await say(sessions, "u2", "c", "my cat is called Tom")  # another user
+    other_app = await sessions.create_session(app_name="other", user_id="u1", session_id="d")
+    await sessions.append_event(other_app, event(text="a cat in another app"))
+    memory = DjangoMemoryService()
+
+    found = await memory.search_memory(app_name=APP, user_id="u1", query="Cat likes?")
+    texts = [m.content.parts[0].text for m in found.memories]  # type: ignore[index]
+    assert texts == ["my cat likes fish", "my dog likes long walks"]
+    assert found.memories[0].author == "user"
+    assert found.memories[0].custom_metadata == {"session_id": "a", "position": 0}
+    assert (await memory.search_memory(app_name=APP, user_id="u1", query="Tom")).memories == []
+    assert (await memory.search_memory(app_name=APP, user_id="u3", query="cat")).memories == []
+    assert (await memory.search_memory(app_name=APP, user_id="u1", query="  ")).memories == []
+
+
+@scenario
+async def test_a_session_of_another_service_added_to_memory_is_stored_once(
+    searchable: None,
+) -> None:
+    elsewhere = InMemorySessionService()
+    session = await elsewhere.create_session(app_name=APP, user_id="u1", session_id="s")
+    await elsewhere.append_event(session, event(text="remember the blue door"))
+    memory = DjangoMemoryService()
+    await memory.add_session_to_memory(session)
+    await memory.add_session_to_memory(session)  # stored already: nothing more
+    found = await memory.search_memory(app_name=APP, user_id="u1", query="door")
+    assert [m.id for m in found.memories] == [session.events[0].id]
+    stored = await DjangoSessionService().get_session(app_name=APP, user_id="u1", session_id="s")
+    assert stored is not None
+    assert stored.events == session.events
+
+
+def test_sessions_page_newest_first_at_the_same_cost_at_any_depth(
+    django_assert_num_queries: Any,
+) -> None:
+    service = DjangoSessionService()
+    for i in range(7):
+        session = run(service.create_session, app_name=APP, user_id="u", session_id=f"s{i}")
+        run(service.append_event, session, event(timestamp=1000.0 + i % 3))  # ties too
+    run(service.create_session, app_name=APP, user_id="other", session_id="x")
+    seen: list[str] = []
+    after = None
+    for _ in range(3):
+        with django_assert_num_queries(3):  # the page, the app's and the users' state
+            page = run(service.list_sessions_page, app_name=APP, user_id="u", limit=3, after=after)
+        seen += [s.id for s in page.items]
+        after = page.next_key
+    assert after is None
+    assert seen == ["s5", "s2", "s4", "s1", "s6", "s3", "s0"]
+    everyone = run(service.list_sessions_page, app_name=APP, limit=10)
+    assert everyone.items[0].id == "x"
+    assert len(everyone.items) == 8
+
+
+@pytest.fixture
+def tenants() -> Iterator[None]:
+    with override_settings(ANVIA_DJANGO={"SCOPE": {"metadata_keys": ["tenant_id"]}}):
+        yield
+
+
+@scenario
+async def test_tenants_share_no_session_and_no_state(tenants: None) -> None:
+    acme = DjangoSessionService(metadata={"tenant_id": "acme"})
+    initech = DjangoSessionService(metadata={"tenant_id": "initech"})
+    await acme.create_session(app_name=APP, user_id="u", session_id="s", state={"app:k": "acme"})
+    theirs = await initech.create_session(app_name=APP, user_id="u", session_id="s")
+    assert theirs.state == {}
+    assert [s.id for s in (await acme.list_sessions(app_name=APP)).sessions] == ["s"]
+    with pytest.raises(InvalidMemoryInputError):
+        await DjangoSessionService().create_session(app_name=APP, user_id="u")
+
+
+def test_a_scope_function_is_refused_with_its_reason() -> None:
+    setting = {"SCOPE": "tests.test_scope.tenant_scope_key"}
+    with override_settings(ANVIA_DJANGO=setting), pytest.raises(ImproperlyConfigured):
+        run(DjangoSessionService().create_session, app_name=APP, user_id="u")
+
+
+@scenario
+async def test_with_encryption_on_events_are_sealed_and_read_back_equal() -> None:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        service = DjangoSessionService()
+        session = await service.create_session(app_name=APP, user_id="u")
+        await service.append_event(session, event(text="a secret", delta={"k": 1}))
+        got = await service.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert got == session
+
+    def raw() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT message FROM {MemoryMessage._meta.db_table}")
+            (text,) = cursor.fetchone()
+        return str(text)
+
+    from asgiref.sync import sync_to_async
+
+    sealed = await sync_to_async(raw)()
+    assert sealed.startswith(ENVELOPE_PREFIX)
+    assert "secret" not in sealed
+
+
+def test_erasing_a_user_takes_their_sessions_events_and_user_state() -> None:
+    service = DjangoSessionService()
+    for user in ("u1", "u2"):
+        session = run(
+            service.create_session,
+            app_name=APP,
+            user_id=user,
+            session_id="s",
+            state={"user:name": user, "app:shared": 1},
+        )
+        run(service.append_event, session, event(text=f"hello from {user}"))
+    erase_user_conversations("u1")
+    assert list(AdkSession.objects.values_list("user_id", flat=True)) == ["u2"]
+    assert AdkEvent.objects.count() == 1
+    assert list(AdkUserState.objects.values_list("user_id", flat=True)) == ["u2"]
+    assert AdkAppState.objects.count() == 1
+    assert run(service.get_session, app_name=APP, user_id="u1", session_id="s") is None
