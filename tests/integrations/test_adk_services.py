@@ -25,7 +25,7 @@ from anvia_django.encryption.envelope import ENVELOPE_PREFIX
 from anvia_django.integrations.adk import DjangoMemoryService, DjangoSessionService
 from anvia_django.models import AdkAppState, AdkEvent, AdkSession, AdkUserState, MemoryMessage
 from anvia_django.persistence.maintenance import erase_user_conversations
-from tests.encryption.support import encryption
+from tests.encryption.support import blind_index, encryption
 from tests.helpers import run
 from tests.integrations.adk_support import event, scenario
 
@@ -38,12 +38,6 @@ async def say(service: DjangoSessionService, user_id: str, session_id: str, *tex
     session = await service.create_session(app_name=APP, user_id=user_id, session_id=session_id)
     for text in texts:
         await service.append_event(session, event(author="user", text=text))
-
-
-def blind_index() -> dict[str, Any]:
-    setting = encryption()
-    setting["ENCRYPTION"]["BLIND_INDEX"] = True
-    return setting
 
 
 @pytest.fixture(params=["as-configured", "sealed"])
