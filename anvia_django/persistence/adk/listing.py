@@ -45,23 +45,22 @@ def _sessions(alias: str, app_scope: str, user_id: str | None) -> QuerySet[AdkSe
     return rows if user_id is None else rows.filter(user_id=user_id)
 
 
-def _rows(alias: str, app_scope: str, rows: list[tuple[Any, ...]]) -> list[SessionRow]:
+def _rows(
+    alias: str, app_scope: str, rows: list[tuple[Any, ...]], every_user: bool = False
+) -> list[SessionRow]:
+    """``rows`` with their state merged with the app's and their users'.
+    ``every_user``: read every user's state in the app (a whole list) rather
+    than those of ``rows`` (a page), so no statement grows with the list."""
     app = (
         AdkAppState.objects.using(alias)
         .filter(app_scope=app_scope)
         .values_list("state", flat=True)
         .first()
     ) or {}
-    users = {row[2] for row in rows}
-    user_states = (
-        dict(
-            AdkUserState.objects.using(alias)
-            .filter(app_scope=app_scope, user_id__in=users)
-            .values_list("user_id", "state")
-        )
-        if users
-        else {}
-    )
+    users = AdkUserState.objects.using(alias).filter(app_scope=app_scope)
+    if not every_user:
+        users = users.filter(user_id__in={row[2] for row in rows})
+    user_states = dict(users.values_list("user_id", "state")) if rows else {}
     return [
         SessionRow(
             session_id, user_id, merged_state(app, user_states.get(user_id, {}), state), at, count
@@ -83,7 +82,7 @@ def list_sessions(
     rows = list(
         _sessions(alias, app_scope, user_id).order_by("updated_at", "id").values_list(*_COLUMNS)
     )
-    return _rows(alias, app_scope, rows)
+    return _rows(alias, app_scope, rows, every_user=user_id is None)
 
 
 def list_session_page(
