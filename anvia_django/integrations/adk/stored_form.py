@@ -60,3 +60,19 @@ def stored_event(message: dict[str, Any]) -> dict[str, Any]:
     """The event's JSON form a stored message holds."""
     event: dict[str, Any] = message[EVENT_KEY]
     return event
+
+
+SHOWN_APART = ("author", "state_delta", EVENT_KEY)
+"""The fields of a stored event the admin shows as blocks of their own."""
+
+
+def shown_apart(message: dict[str, Any]) -> list[tuple[str, Any]] | None:
+    """An ADK event's labelled blocks for a reader (its author, the state
+    it changed, the whole event), ``None`` for a message that is not one."""
+    if not isinstance(message.get(EVENT_KEY), dict):
+        return None
+    blocks: list[tuple[str, Any]] = [("author", message.get("author", ""))]
+    if message.get("state_delta"):
+        blocks.append(("state delta", message["state_delta"]))
+    blocks.append(("ADK event", message[EVENT_KEY]))
+    return blocks
