@@ -11,10 +11,10 @@ pytest.importorskip("google.adk")
 from google.adk.runners import Runner
 
 from anvia_django.integrations.adk import DjangoSessionService
-from anvia_django.models import Conversation
+from anvia_django.models import AdkSession, Conversation
 from tests.helpers import run
 from tests.integrations.adk_model import ScriptedModel, make_agent, user_says
-from tests.test_admin_pages import every_view, html, transcript
+from tests.test_admin_pages import every_view, html, staff_with, transcript
 
 pytestmark = pytest.mark.django_db
 
@@ -46,3 +46,14 @@ def test_an_adk_session_reads_as_a_conversation_in_the_admin() -> None:
     assert "&quot;user:fact&quot;: &quot;I like green tea&quot;" in page
     assert "noted: I like green tea" in page
     assert "temp:scratch" not in page
+
+    # The session's own page: its state, linked to the conversation.
+    adk_session = AdkSession.objects.get(conversation=conversation)
+    page = html(
+        staff_with("adksession", "conversation"),
+        f"/admin/anvia_django/adksession/{adk_session.pk}/change/",
+    )
+    assert "&quot;last_answer&quot;: &quot;noted: I like green tea&quot;" in page
+    assert f'href="{transcript(conversation)}"' in page
+    listing = html(staff_with("adksession"), "/admin/anvia_django/adksession/", q="u1")
+    assert "shop" in listing
