@@ -33,6 +33,8 @@ _SHOWN_AS_TEXT_OR_BLOCK = ("role", "content", "tool_calls")
 class Block:
     label: str
     json: str
+    collapsed: bool = False
+    """Shown closed until opened (always, in a message shown part by part)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,10 @@ def transcript_entries(
             extra = {k: v for k, v in message.items() if k not in apart}
             if extra:
                 blocks.append(Block("fields", json_text(extra)))
-            blocks += [Block(label, json_text(value)) for label, value in adk or ()]
+            blocks += [
+                Block(label, json_text(value), collapsed=label == "ADK event")
+                for label, value in adk or ()
+            ]
         entries.append(
             TranscriptEntry(
                 position=item.position,
