@@ -176,3 +176,25 @@ def test_erasing_a_user_takes_their_sessions_events_and_user_state() -> None:
     assert list(AdkUserState.objects.values_list("user_id", flat=True)) == ["u2"]
     assert AdkAppState.objects.count() == 1
     assert run(service.get_session, app_name=APP, user_id="u1", session_id="s") is None
+
+
+@scenario
+async def test_after_the_store_pops_an_event_the_session_appends_again() -> None:
+    from asgiref.sync import sync_to_async
+
+    from anvia_django.persistence import pop_last_message
+    from anvia_django.persistence.adk.keys import AdkKey, session_scope
+
+    service = DjangoSessionService()
+    session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    for text in ("one", "two"):
+        await service.append_event(session, event(text=text))
+    key = AdkKey(APP, "u", "s")
+    await sync_to_async(pop_last_message)(key.context, scope=session_scope())
+    again = await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert again is not None
+    assert [e.content.parts[0].text for e in again.events] == ["one"]  # type: ignore[union-attr,index]
+    await service.append_event(again, event(text="three"))
+    final = await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert final is not None
+    assert [e.content.parts[0].text for e in final.events] == ["one", "three"]  # type: ignore[union-attr,index]

@@ -102,6 +102,10 @@ def append_event(key: AdkKey, event: NewEvent, *, using: str | None = None) -> A
             if not _is_current(alias, conversation.id, position, updated_at, event):
                 raise SessionSuperseded(key.session_id)
             now = moment(event.timestamp)
+            # Rows the store's pop or rewind left behind their messages.
+            AdkEvent.objects.using(alias).filter(
+                conversation_id=conversation.id, position__gte=position
+            ).delete()
             AdkEvent.objects.using(alias).create(
                 conversation_id=conversation.id,
                 position=position,
