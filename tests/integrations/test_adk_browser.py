@@ -7,9 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 
-from tests.browser_support import BROWSER_MARKS, run_in_browser
+from tests.browser_support import (
+    BROWSER_MARKS,
+    create_demo_account,
+    log_in_as_demo,
+    run_in_browser,
+)
 from tests.helpers import run
 
 pytest.importorskip("google.adk")
@@ -26,11 +30,7 @@ pytestmark = BROWSER_MARKS
 def read_session(adk_session_pk: int) -> Any:
     def walk(browser: Any, base_url: str) -> dict[str, Any]:
         page = browser.new_page()
-        page.goto(f"{base_url}/admin/login/?next=/admin/")
-        page.fill("#id_username", "librarian")
-        page.fill("#id_password", "correct horse")
-        page.click("input[type=submit]")
-        page.wait_for_url(f"{base_url}/admin/")
+        log_in_as_demo(page, base_url)
         page.goto(f"{base_url}/admin/anvia_django/adksession/{adk_session_pk}/change/")
         seen: dict[str, Any] = {"state": page.locator(".field-session_state").inner_text()}
         page.locator(".field-conversation_link a").click()
@@ -49,7 +49,7 @@ def read_session(adk_session_pk: int) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_adk_session_reads_in_the_admin(live_server: Any) -> None:
-    User.objects.create_superuser("librarian", password="correct horse")
+    create_demo_account()  # staff with the view permissions, ADK sessions' too
 
     async def one_turn() -> None:
         service = DjangoSessionService()
