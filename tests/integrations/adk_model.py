@@ -64,3 +64,21 @@ def make_agent(model: ScriptedModel) -> LlmAgent:
 
 def user_says(text: str) -> types.Content:
     return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+async def one_turn(app_name: str, user_id: str, text: str) -> str:
+    """A new session of ``user_id`` in ``app_name``, and one turn of the
+    agent there through a ``Runner`` on ``DjangoSessionService``; its id."""
+    from google.adk.runners import Runner
+
+    from anvia_django.integrations.adk import DjangoSessionService
+
+    service = DjangoSessionService()
+    agent = make_agent(ScriptedModel(model="scripted"))
+    runner = Runner(agent=agent, app_name=app_name, session_service=service)
+    session = await service.create_session(app_name=app_name, user_id=user_id)
+    async for _ in runner.run_async(
+        user_id=user_id, session_id=session.id, new_message=user_says(text)
+    ):
+        pass
+    return session.id

@@ -18,11 +18,9 @@ from tests.helpers import run
 
 pytest.importorskip("google.adk")
 
-from google.adk.runners import Runner
 
-from anvia_django.integrations.adk import DjangoSessionService
 from anvia_django.models import AdkSession
-from tests.integrations.adk_model import ScriptedModel, make_agent, user_says
+from tests.integrations.adk_model import one_turn
 
 pytestmark = BROWSER_MARKS
 
@@ -51,20 +49,7 @@ def read_session(adk_session_pk: int) -> Any:
 def test_an_adk_session_reads_in_the_admin(live_server: Any) -> None:
     create_demo_account()  # staff with the view permissions, ADK sessions' too
 
-    async def one_turn() -> None:
-        service = DjangoSessionService()
-        runner = Runner(
-            agent=make_agent(ScriptedModel(model="scripted")),
-            app_name="shop",
-            session_service=service,
-        )
-        session = await service.create_session(app_name="shop", user_id="u1", session_id="tea")
-        async for _ in runner.run_async(
-            user_id="u1", session_id=session.id, new_message=user_says("I like green tea")
-        ):
-            pass
-
-    run(one_turn)
+    run(one_turn, "shop", "u1", "I like green tea")
     seen = run_in_browser(read_session(AdkSession.objects.get().pk), live_server.url)
 
     assert '"last_answer": "noted: I like green tea"' in seen["state"]

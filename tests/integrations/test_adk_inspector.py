@@ -8,33 +8,17 @@ import pytest
 
 pytest.importorskip("google.adk")
 
-from google.adk.runners import Runner
 
-from anvia_django.integrations.adk import DjangoSessionService
 from anvia_django.models import AdkSession, Conversation
 from tests.helpers import run
-from tests.integrations.adk_model import ScriptedModel, make_agent, user_says
+from tests.integrations.adk_model import one_turn
 from tests.test_admin_pages import every_view, html, staff_with, transcript
 
 pytestmark = pytest.mark.django_db
 
 
 def test_an_adk_session_reads_as_a_conversation_in_the_admin() -> None:
-    async def one_turn() -> str:
-        service = DjangoSessionService()
-        runner = Runner(
-            agent=make_agent(ScriptedModel(model="scripted")),
-            app_name="shop",
-            session_service=service,
-        )
-        session = await service.create_session(app_name="shop", user_id="u1")
-        async for _ in runner.run_async(
-            user_id="u1", session_id=session.id, new_message=user_says("I like green tea")
-        ):
-            pass
-        return session.id
-
-    session_id = run(one_turn)
+    session_id = run(one_turn, "shop", "u1", "I like green tea")
     conversation = Conversation.objects.get(session_id=session_id)
     assert conversation.user_id == "u1"
     assert conversation.metadata == {"adk_app": "shop"}
