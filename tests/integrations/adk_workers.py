@@ -18,7 +18,7 @@ def append_rounds(
     ``(round, event id, "landed" or "stale")`` for each append."""
     if database_name is not None:
         setup_django(database_name)
-    from google.adk.errors._stale_session_error import StaleSessionError
+    from google.adk.errors import StaleSessionError
     from google.adk.events.event import Event
     from google.adk.events.event_actions import EventActions
     from google.genai import types

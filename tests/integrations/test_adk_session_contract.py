@@ -241,7 +241,7 @@ async def test_an_append_moves_last_update_time_to_the_events_timestamp(
 async def test_an_append_from_a_superseded_session_is_refused(
     service: BaseSessionService,
 ) -> None:
-    from google.adk.errors._stale_session_error import StaleSessionError
+    from google.adk.errors import StaleSessionError
 
     original = await service.create_session(app_name=APP, user_id="u")
     now = time.time()
