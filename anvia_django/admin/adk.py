@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.utils.safestring import SafeString
 
 from anvia_django.models import AdkSession
+from anvia_django.persistence.adk.state import session_state
 
 from .mixins import pretty_json
 from .records import ConversationColumnMixin
@@ -31,4 +32,7 @@ class AdkSessionAdmin(ConversationColumnMixin):
 
     @admin.display(description="session state")
     def session_state(self, obj: AdkSession) -> SafeString:
-        return pretty_json(obj.state)
+        # Opened through the database's codec: sealed when encryption is on.
+        return pretty_json(
+            session_state(obj._state.db or "default", obj.conversation_id, obj.state)
+        )

@@ -78,8 +78,16 @@ SCOPED_USER = "scoped-user:"
 """A user's key within one scope: ``scoped-user:<user id>:<scope digest>``."""
 HASHED_SCOPED_USER = "scoped-userh:"
 """The same when the user id is too long: ``scoped-userh:<its SHA-256>:<scope digest>``."""
+ADK_APP = "adk-app:"
+"""An ADK app's key for its shared state: ``adk-app:<app scope digest>``."""
 SCOPE_DIGEST_CHARS = 16
 OWNER_MAX_LENGTH = cast(int, DataKey._meta.get_field("owner").max_length)
+
+
+def adk_app_owner(app_scope: str) -> str:
+    """The data key owner of an ADK app's shared state (no user's: erasing
+    a user leaves it)."""
+    return f"{ADK_APP}{_digest(app_scope)}"
 
 
 def owner_of(user_id: str | None, ref: str, scope_key: str = "") -> str:

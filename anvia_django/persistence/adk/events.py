@@ -21,7 +21,12 @@ from anvia_django.core.memory.types import MemoryAppendInput, Message
 from anvia_django.models import AdkEvent, AdkSession, MemoryMessage
 from anvia_django.persistence.adk.errors import SessionNotStored, SessionSuperseded
 from anvia_django.persistence.adk.keys import AdkKey, session_scope
-from anvia_django.persistence.adk.state import ScopedState, write_shared_state
+from anvia_django.persistence.adk.state import (
+    ScopedState,
+    session_place,
+    session_state,
+    write_shared_state,
+)
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects import dialect_for
@@ -114,9 +119,11 @@ def append_event(key: AdkKey, event: NewEvent, *, using: str | None = None) -> A
             )
             changes: dict[str, Any] = {"updated_at": now}
             if event.delta.session:
-                changes["state"] = {**state, **event.delta.session}
+                own = session_state(alias, conversation.id, state)
+                place = session_place(key, conversation.id)
+                changes["state"] = codec.state_value(place, {**own, **event.delta.session})
             AdkSession.objects.using(alias).filter(pk=pk).update(**changes)
-            write_shared_state(alias, key.app_scope, key.user_id, event.delta, now)
+            write_shared_state(alias, key, event.delta, now)
     except _AlreadyStored:
         return Appended(_revision(alias, key), written=False)
     announce_append(alias, input, append, conversation)

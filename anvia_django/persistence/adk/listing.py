@@ -13,14 +13,15 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from anvia_django.models import AdkAppState, AdkSession, AdkUserState
+from anvia_django.models import AdkSession
 from anvia_django.persistence.adk.keys import app_scope_of
-from anvia_django.persistence.adk.state import merged_state
+from anvia_django.persistence.adk.state import app_state, merged_state, session_state, user_states
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.inspector.keyset import KeysetPage, RowKey, older_than, page_of
 
 _COLUMNS = (
     "id",
+    "conversation_id",
     "conversation__session_id",
     "user_id",
     "state",
@@ -51,21 +52,19 @@ def _rows(
     """``rows`` with their state merged with the app's and their users'.
     ``every_user``: read every user's state in the app (a whole list) rather
     than those of ``rows`` (a page), so no statement grows with the list."""
-    app = (
-        AdkAppState.objects.using(alias)
-        .filter(app_scope=app_scope)
-        .values_list("state", flat=True)
-        .first()
-    ) or {}
-    users = AdkUserState.objects.using(alias).filter(app_scope=app_scope)
-    if not every_user:
-        users = users.filter(user_id__in={row[2] for row in rows})
-    user_states = dict(users.values_list("user_id", "state")) if rows else {}
+    if not rows:
+        return []
+    app = app_state(alias, app_scope)
+    users = user_states(alias, app_scope, None if every_user else {row[3] for row in rows})
     return [
         SessionRow(
-            session_id, user_id, merged_state(app, user_states.get(user_id, {}), state), at, count
+            session_id,
+            user_id,
+            merged_state(app, users.get(user_id, {}), session_state(alias, conversation_id, state)),
+            at,
+            count,
         )
-        for _, session_id, user_id, state, at, count in rows
+        for _, conversation_id, session_id, user_id, state, at, count in rows
     ]
 
 
@@ -104,5 +103,5 @@ def list_session_page(
     if after is not None:
         sessions = sessions.filter(older_than("updated_at", after.moment, after.id))
     rows = list(sessions.order_by("-updated_at", "-id").values_list(*_COLUMNS)[: limit + 1])
-    page = page_of(rows, limit, lambda row: RowKey(row[4], row[0]), lambda row: row)
+    page = page_of(rows, limit, lambda row: RowKey(row[5], row[0]), lambda row: row)
     return KeysetPage(_rows(alias, app_scope, page.items), page.next_key)

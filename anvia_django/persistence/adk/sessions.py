@@ -10,16 +10,20 @@ from django.db import transaction
 
 from anvia_django.conf import app_settings
 from anvia_django.core.memory.validation import validate_context
-from anvia_django.models import AdkSession, AdkUserState
+from anvia_django.models import AdkSession
 from anvia_django.persistence.adk.errors import SessionAlreadyExists
 from anvia_django.persistence.adk.events import StoredEvent, load_events, moment
 from anvia_django.persistence.adk.keys import AdkKey, session_scope
 from anvia_django.persistence.adk.state import (
     ScopedState,
     merged_state,
+    session_place,
+    session_state,
     shared_state,
+    user_states,
     write_shared_state,
 )
+from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects import ConversationLock
 from anvia_django.persistence.reconnect import retry_if_connection_lost
@@ -66,11 +70,11 @@ def create_session(
             app_scope=key.app_scope,
             app_name=key.app_name,
             user_id=key.user_id,
-            state=state.session,
+            state=codec_for(alias).state_value(session_place(key, conversation.id), state.session),
             created_at=at,
             updated_at=at,
         )
-        write_shared_state(alias, key.app_scope, key.user_id, state, at)
+        write_shared_state(alias, key, state, at)
         app, user = shared_state(alias, key.app_scope, key.user_id)
     return StoredSession(key, merged_state(app, user, state.session), at, 0, [])
 
@@ -100,7 +104,8 @@ def load_session(
     conversation_id, state, updated_at, revision = found
     events = load_events(alias, conversation_id, recent, after)
     app, user = shared_state(alias, key.app_scope, key.user_id)
-    return StoredSession(key, merged_state(app, user, state), updated_at, revision, events)
+    own = session_state(alias, conversation_id, state)
+    return StoredSession(key, merged_state(app, user, own), updated_at, revision, events)
 
 
 def delete_session(key: AdkKey, *, using: str | None = None) -> None:
@@ -114,10 +119,4 @@ def load_user_state(
 ) -> dict[str, Any]:
     """The user's state in the app, keys without their prefix."""
     app_scope = AdkKey(app_name, user_id, "-", metadata).app_scope
-    state = (
-        AdkUserState.objects.using(write_alias(using))
-        .filter(app_scope=app_scope, user_id=user_id)
-        .values_list("state", flat=True)
-        .first()
-    )
-    return dict(state or {})
+    return user_states(write_alias(using), app_scope, {user_id}).get(user_id, {})

@@ -16,7 +16,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from anvia_django.models import AdkAppState, AdkUserState
-from anvia_django.persistence.adk.keys import APP_KEY, tenant_keys
+from anvia_django.persistence.adk.keys import APP_KEY, AdkKey, session_scope, tenant_keys
+from anvia_django.persistence.codec import StatePlace, codec_for
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
@@ -56,51 +57,87 @@ def merged_state(
     }
 
 
-def write_shared_state(
-    alias: str, app_scope: str, user_id: str, delta: ScopedState, now: datetime
-) -> None:
+def user_place(key: AdkKey) -> StatePlace:
+    """Where the user's state in the app is, with the owner of their
+    sessions there (whose data key seals it)."""
+    return StatePlace(key.app_scope, key.user_id, session_scope().key(key.context))
+
+
+def session_place(key: AdkKey, conversation_id: int) -> StatePlace:
+    """Where the session's own state is, with its conversation's owner."""
+    return StatePlace(
+        key.app_scope,
+        key.user_id,
+        session_scope().key(key.context),
+        conversation_id=conversation_id,
+        ref=key.session_id,
+    )
+
+
+def write_shared_state(alias: str, key: AdkKey, delta: ScopedState, now: datetime) -> None:
     """Add ``delta``'s app and user keys to their rows; inside the caller's
     transaction. The app row is locked before the user row, always."""
     if delta.app:
-        _merge_into(alias, AdkAppState, {"app_scope": app_scope}, delta.app, now)
+        place = StatePlace(key.app_scope)
+        _merge_into(alias, AdkAppState, {"app_scope": key.app_scope}, place, delta.app, now)
     if delta.user:
-        _merge_into(
-            alias, AdkUserState, {"app_scope": app_scope, "user_id": user_id}, delta.user, now
-        )
+        columns = {"app_scope": key.app_scope, "user_id": key.user_id}
+        _merge_into(alias, AdkUserState, columns, user_place(key), delta.user, now)
 
 
 def _merge_into(
     alias: str,
     model: type[AdkAppState] | type[AdkUserState],
-    key: dict[str, str],
+    columns: dict[str, str],
+    place: StatePlace,
     delta: dict[str, Any],
     now: datetime,
 ) -> None:
+    codec = codec_for(alias)
     rows = model.objects.using(alias)
-    found = rows.select_for_update().filter(**key).values_list("pk", "state").first()
+    found = rows.select_for_update().filter(**columns).values_list("pk", "state").first()
     if found is None:
         try:
             with transaction.atomic(using=alias):
-                rows.create(**key, state=delta, updated_at=now)
+                rows.create(**columns, state=codec.state_value(place, delta), updated_at=now)
             return
         except IntegrityError:
             # Another transaction created it first: it is committed, lock it.
-            found = rows.select_for_update().filter(**key).values_list("pk", "state").get()
-    pk, state = found
-    rows.filter(pk=pk).update(state={**state, **delta}, updated_at=now)
+            found = rows.select_for_update().filter(**columns).values_list("pk", "state").get()
+    pk, stored = found
+    state = {**codec.open_state(place, stored), **delta}
+    rows.filter(pk=pk).update(state=codec.state_value(place, state), updated_at=now)
+
+
+def app_state(alias: str, app_scope: str) -> dict[str, Any]:
+    """The app's stored state (empty when none is)."""
+    rows = AdkAppState.objects.using(alias).filter(app_scope=app_scope)
+    stored = rows.values_list("state", flat=True).first()
+    return {} if stored is None else codec_for(alias).open_state(StatePlace(app_scope), stored)
+
+
+def user_states(alias: str, app_scope: str, user_ids: set[str] | None) -> dict[str, dict[str, Any]]:
+    """The stored state of each user of ``user_ids`` (``None``: of every
+    user) in the app, by user id; a user with none stored is left out."""
+    rows = AdkUserState.objects.using(alias).filter(app_scope=app_scope)
+    if user_ids is not None:
+        rows = rows.filter(user_id__in=user_ids)
+    codec = codec_for(alias)
+    return {
+        user_id: codec.open_state(StatePlace(app_scope, user_id), stored)
+        for user_id, stored in rows.values_list("user_id", "state")
+    }
 
 
 def shared_state(alias: str, app_scope: str, user_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The app's and the user's stored state (empty when none is)."""
-    app = (
-        AdkAppState.objects.using(alias).filter(app_scope=app_scope).values_list("state", flat=True)
-    )
-    user = (
-        AdkUserState.objects.using(alias)
-        .filter(app_scope=app_scope, user_id=user_id)
-        .values_list("state", flat=True)
-    )
-    return (app.first() or {}), (user.first() or {})
+    return app_state(alias, app_scope), user_states(alias, app_scope, {user_id}).get(user_id, {})
+
+
+def session_state(alias: str, conversation_id: int, stored: Any) -> dict[str, Any]:
+    """A session's own state from its column's decoded value ``stored``."""
+    place = StatePlace("", conversation_id=conversation_id)
+    return codec_for(alias).open_state(place, stored)
 
 
 def erase_user_state(alias: str, user_id: str, metadata: Any = None) -> int:
