@@ -1,20 +1,25 @@
 """``DjangoSessionService`` and ``DjangoMemoryService`` in the store: memory
 search scoped to an app and a user, keyset pages of sessions, tenants,
-encryption at rest and erasure.
+encryption at rest, erasure, export and retention.
 
 Transactional on MariaDB only: InnoDB's FULLTEXT index sees committed rows only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
 pytest.importorskip("google.adk")
 
@@ -23,7 +28,14 @@ from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.encryption.envelope import ENVELOPE_PREFIX
 from anvia_django.integrations.adk import DjangoMemoryService, DjangoSessionService
-from anvia_django.models import AdkAppState, AdkEvent, AdkSession, AdkUserState, MemoryMessage
+from anvia_django.models import (
+    AdkAppState,
+    AdkEvent,
+    AdkSession,
+    AdkUserState,
+    Conversation,
+    MemoryMessage,
+)
 from anvia_django.persistence.maintenance import erase_user_conversations
 from tests.encryption.support import blind_index, encryption
 from tests.helpers import run
@@ -198,3 +210,38 @@ async def test_after_the_store_pops_an_event_the_session_appends_again() -> None
     final = await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert final is not None
     assert [e.content.parts[0].text for e in final.events] == ["one", "three"]  # type: ignore[union-attr,index]
+
+
+def test_export_carries_each_sessions_state_and_prune_leaves_shared_state() -> None:
+    service = DjangoSessionService()
+    for user in ("u1", "u2"):
+        state = {"app:motto": "hi", "user:name": user, "cart": f"{user}-cart"}
+        session = run(
+            service.create_session, app_name=APP, user_id=user, session_id="s", state=state
+        )
+        run(service.append_event, session, event(text=f"hello from {user}"))
+
+    out = StringIO()
+    call_command("anvia_memory", "export", "--user", "u1", stdout=out)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["type"] for r in records] == ["conversation", "adkState", "message"]
+    assert records[1] | {"ref": None} == {
+        "type": "adkState",
+        "ref": None,
+        "sessionId": "s",
+        "appName": APP,
+        "userId": "u1",
+        "sessionState": {"cart": "u1-cart"},
+        "userState": {"name": "u1"},
+        "appState": {"motto": "hi"},
+    }
+
+    # Retention deletes old sessions with their own state and events; the
+    # user's and the app's state outlive them (erase takes the user's).
+    old = timezone.now() - timedelta(days=40)
+    Conversation.objects.filter(user_id="u1").update(updated_at=old)
+    call_command("anvia_memory", "prune", "--older-than", "30d", "--yes", stdout=StringIO())
+    assert list(AdkSession.objects.values_list("user_id", flat=True)) == ["u2"]
+    assert AdkEvent.objects.count() == 1
+    assert run(service.get_user_state, app_name=APP, user_id="u1") == {"name": "u1"}
+    assert AdkAppState.objects.count() == 1

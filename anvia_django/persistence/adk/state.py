@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from anvia_django.models import AdkAppState, AdkUserState
+from anvia_django.models import AdkAppState, AdkSession, AdkUserState
 from anvia_django.persistence.adk.keys import APP_KEY, AdkKey, session_scope, tenant_keys
 from anvia_django.persistence.codec import StatePlace, codec_for
 
@@ -132,6 +132,52 @@ def user_states(alias: str, app_scope: str, user_ids: set[str] | None) -> dict[s
 def shared_state(alias: str, app_scope: str, user_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The app's and the user's stored state (empty when none is)."""
     return app_state(alias, app_scope), user_states(alias, app_scope, {user_id}).get(user_id, {})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStates:
+    """An ADK session's app and user, and its state by scope (keys without
+    their prefix): its own, its user's in the app, the app's shared."""
+
+    app_name: str
+    user_id: str
+    session: dict[str, Any]
+    user: dict[str, Any]
+    app: dict[str, Any]
+
+
+def states_of_sessions(alias: str, conversation_ids: list[int]) -> dict[int, SessionStates]:
+    """The state of the ADK sessions among ``conversation_ids`` (a page of
+    an export), by conversation id: three statements whatever their number."""
+    sessions = list(
+        AdkSession.objects.using(alias)
+        .filter(conversation_id__in=conversation_ids)
+        .values_list("conversation_id", "app_name", "app_scope", "user_id", "state")
+    )
+    scopes = {row[2] for row in sessions}
+    codec = codec_for(alias)
+    apps = {
+        scope: codec.open_state(StatePlace(scope), stored)
+        for scope, stored in AdkAppState.objects.using(alias)
+        .filter(app_scope__in=scopes)
+        .values_list("app_scope", "state")
+    }
+    users = {
+        (scope, user_id): codec.open_state(StatePlace(scope, user_id), stored)
+        for scope, user_id, stored in AdkUserState.objects.using(alias)
+        .filter(app_scope__in=scopes, user_id__in={row[3] for row in sessions})
+        .values_list("app_scope", "user_id", "state")
+    }
+    return {
+        conversation_id: SessionStates(
+            app_name,
+            user_id,
+            session_state(alias, conversation_id, stored),
+            users.get((scope, user_id), {}),
+            apps.get(scope, {}),
+        )
+        for conversation_id, app_name, scope, user_id, stored in sessions
+    }
 
 
 def session_state(alias: str, conversation_id: int, stored: Any) -> dict[str, Any]:
