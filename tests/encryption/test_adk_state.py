@@ -5,7 +5,7 @@ and its app's are sealed as messages are, read back equal, and survive
 from __future__ import annotations
 
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.core.management import call_command
@@ -13,14 +13,17 @@ from django.db import connection
 from django.db.models import Model
 from django.test import override_settings
 
-pytest.importorskip("google.adk")
-
 from anvia_django.encryption.envelope import ENVELOPE_PREFIX
-from anvia_django.integrations.adk import DjangoSessionService
+from anvia_django.integrations import adk
 from anvia_django.models import AdkAppState, AdkSession, AdkUserState
 from tests.encryption.support import KEY_1, KEY_2, encryption
 from tests.helpers import run
-from tests.integrations.adk_support import event
+from tests.integrations.adk_support import event, needs_adk
+
+if TYPE_CHECKING:
+    from anvia_django.integrations.adk import DjangoSessionService
+
+pytestmark = needs_adk
 
 STATE = {"app:motto": "app-secret", "user:name": "user-secret", "cart": "session-secret"}
 DELTA = {"app:tier": "app-later", "user:city": "user-later", "step": "session-later"}
@@ -37,7 +40,7 @@ def raw_states() -> list[str]:
 
 
 def store_a_session() -> DjangoSessionService:
-    service = DjangoSessionService()
+    service = adk.DjangoSessionService()
     session = run(service.create_session, app_name="shop", user_id="u", session_id="s", state=STATE)
     run(service.append_event, session, event(text="hi", delta=DELTA))
     return service
@@ -91,6 +94,6 @@ def test_state_survives_a_reencryption_without_the_old_master_key() -> None:
     with override_settings(ANVIA_DJANGO=encryption("k2", k1=KEY_1, k2=KEY_2)):
         call_command("anvia_memory", "rotate-keys", "--reencrypt", verbosity=0, stdout=StringIO())
     with override_settings(ANVIA_DJANGO=encryption("k2", k2=KEY_2)):  # k1 gone
-        assert read_back(DjangoSessionService()) == STATE | DELTA
+        assert read_back(adk.DjangoSessionService()) == STATE | DELTA
         after = key_ids(AdkSession) | key_ids(AdkUserState) | key_ids(AdkAppState)
     assert not before & after

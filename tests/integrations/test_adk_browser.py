@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from anvia_django.models import AdkSession
 from tests.browser_support import (
     BROWSER_MARKS,
     create_demo_account,
@@ -15,14 +16,9 @@ from tests.browser_support import (
     run_in_browser,
 )
 from tests.helpers import run
+from tests.integrations.adk_support import needs_adk
 
-pytest.importorskip("google.adk")
-
-
-from anvia_django.models import AdkSession
-from tests.integrations.adk_model import one_turn
-
-pytestmark = BROWSER_MARKS
+pytestmark = [*BROWSER_MARKS, needs_adk]
 
 
 def read_session(adk_session_pk: int) -> Any:
@@ -47,8 +43,9 @@ def read_session(adk_session_pk: int) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_adk_session_reads_in_the_admin(live_server: Any) -> None:
-    create_demo_account()  # staff with the view permissions, ADK sessions' too
+    from tests.integrations.adk_model import one_turn
 
+    create_demo_account()  # staff with the view permissions, ADK sessions' too
     run(one_turn, "shop", "u1", "I like green tea")
     seen = run_in_browser(read_session(AdkSession.objects.get().pk), live_server.url)
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("google.adk")
-
-from anvia_django.integrations.adk import DjangoSessionService
+from anvia_django.integrations import adk
 from tests.concurrently import Job, run_at_once
 from tests.helpers import run, stored
 
 from . import adk_workers
+from .adk_support import needs_adk
+
+pytestmark = needs_adk
 
 WORKERS = 2
 ROUNDS = 6
@@ -21,7 +22,7 @@ ROUNDS = 6
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_appends_each_land_or_raise_stale(processes: bool) -> None:
-    service = DjangoSessionService()
+    service = adk.DjangoSessionService()
     run(service.create_session, app_name=adk_workers.APP, user_id="u", session_id="raced")
     jobs: list[Job] = [(adk_workers.append_rounds, (w, "raced", ROUNDS)) for w in range(WORKERS)]
     outcomes = run_at_once(jobs, processes=processes, timeout=300)

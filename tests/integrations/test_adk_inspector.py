@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("google.adk")
-
-
 from anvia_django.models import AdkSession, Conversation
 from tests.helpers import run
-from tests.integrations.adk_model import one_turn
+from tests.integrations.adk_support import needs_adk
 from tests.test_admin_pages import every_view, html, staff_with, transcript
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, needs_adk]
 
 
 def test_an_adk_session_reads_as_a_conversation_in_the_admin() -> None:
+    from tests.integrations.adk_model import one_turn
+
     session_id = run(one_turn, "shop", "u1", "I like green tea")
     conversation = Conversation.objects.get(session_id=session_id)
     assert conversation.user_id == "u1"

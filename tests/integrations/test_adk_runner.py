@@ -4,23 +4,26 @@ new service (as after a restart) that resumes the session exactly."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-pytest.importorskip("google.adk")
-
-from google.adk.events.event import Event
-from google.adk.runners import Runner
-
-from anvia_django.integrations.adk import DjangoSessionService
+from anvia_django.integrations import adk
 from tests.helpers import run, stored
-from tests.integrations.adk_model import ScriptedModel, make_agent, user_says
+from tests.integrations.adk_support import needs_adk
 
-pytestmark = pytest.mark.django_db
+if TYPE_CHECKING:
+    from google.adk.events.event import Event
+    from google.adk.runners import Runner
+
+pytestmark = [pytest.mark.django_db, needs_adk]
 
 APP = "shop"
 
 
 async def turn(runner: Runner, session_id: str, text: str) -> list[Event]:
+    from tests.integrations.adk_model import user_says
+
     return [
         event
         async for event in runner.run_async(
@@ -30,11 +33,15 @@ async def turn(runner: Runner, session_id: str, text: str) -> list[Event]:
 
 
 def test_a_runner_keeps_its_sessions_and_a_new_service_resumes_them_exactly() -> None:
+    from google.adk.runners import Runner
+
+    from tests.integrations.adk_model import ScriptedModel, make_agent
+
     model = ScriptedModel(model="scripted")
     model.seen = []
 
     async def first_process() -> tuple[str, list[Event]]:
-        service = DjangoSessionService()
+        service = adk.DjangoSessionService()
         runner = Runner(agent=make_agent(model), app_name=APP, session_service=service)
         session = await service.create_session(app_name=APP, user_id="u1", state={"plan": "free"})
         events = await turn(runner, session.id, "I like tea")
@@ -47,7 +54,7 @@ def test_a_runner_keeps_its_sessions_and_a_new_service_resumes_them_exactly() ->
     assert model.seen == [1, 3, 5, 7]  # the model saw the whole history every time
 
     async def reread() -> tuple[object, object]:
-        service = DjangoSessionService()  # nothing shared with the first one
+        service = adk.DjangoSessionService()  # nothing shared with the first one
         session = await service.get_session(app_name=APP, user_id="u1", session_id=session_id)
         return session, await service.get_user_state(app_name=APP, user_id="u1")
 
@@ -77,7 +84,7 @@ def test_a_runner_keeps_its_sessions_and_a_new_service_resumes_them_exactly() ->
     assert rows[3][3]["content"] == "noted: I like tea"
 
     async def after_restart() -> list[Event]:
-        service = DjangoSessionService()
+        service = adk.DjangoSessionService()
         runner = Runner(agent=make_agent(model), app_name=APP, session_service=service)
         return await turn(runner, session_id, "I have a cat")
 
@@ -86,7 +93,7 @@ def test_a_runner_keeps_its_sessions_and_a_new_service_resumes_them_exactly() ->
     assert model.seen == [9, 11]  # the history as the first process left it
 
     async def final() -> object:
-        return await DjangoSessionService().get_session(
+        return await adk.DjangoSessionService().get_session(
             app_name=APP, user_id="u1", session_id=session_id
         )
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from datetime import timedelta
 from io import StringIO
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -21,13 +21,9 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-pytest.importorskip("google.adk")
-
-from google.adk.sessions.in_memory_session_service import InMemorySessionService
-
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.encryption.envelope import ENVELOPE_PREFIX
-from anvia_django.integrations.adk import DjangoMemoryService, DjangoSessionService
+from anvia_django.integrations import adk
 from anvia_django.models import (
     AdkAppState,
     AdkEvent,
@@ -39,9 +35,12 @@ from anvia_django.models import (
 from anvia_django.persistence.maintenance import erase_user_conversations
 from tests.encryption.support import blind_index, encryption
 from tests.helpers import run
-from tests.integrations.adk_support import event, scenario
+from tests.integrations.adk_support import event, in_memory, needs_adk, scenario
 
-pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
+if TYPE_CHECKING:
+    from anvia_django.integrations.adk import DjangoSessionService
+
+pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql"), needs_adk]
 
 APP = "shop"
 
@@ -68,13 +67,13 @@ def searchable(request: pytest.FixtureRequest) -> Iterator[None]:
 async def test_memory_finds_the_users_events_in_the_app_most_words_first(
     searchable: None,
 ) -> None:
-    sessions = DjangoSessionService()
+    sessions = adk.DjangoSessionService()
     await say(sessions, "u1", "a", "my cat likes fish", "the weather is grey")
     await say(sessions, "u1", "b", "my dog likes long walks")
     await say(sessions, "u2", "c", "my cat is called Tom")  # another user
     other_app = await sessions.create_session(app_name="other", user_id="u1", session_id="d")
     await sessions.append_event(other_app, event(text="a cat in another app"))
-    memory = DjangoMemoryService()
+    memory = adk.DjangoMemoryService()
 
     found = await memory.search_memory(app_name=APP, user_id="u1", query="Cat likes?")
     texts = [m.content.parts[0].text for m in found.memories]  # type: ignore[index]
@@ -90,15 +89,17 @@ async def test_memory_finds_the_users_events_in_the_app_most_words_first(
 async def test_a_session_of_another_service_added_to_memory_is_stored_once(
     searchable: None,
 ) -> None:
-    elsewhere = InMemorySessionService()
+    elsewhere = in_memory()
     session = await elsewhere.create_session(app_name=APP, user_id="u1", session_id="s")
     await elsewhere.append_event(session, event(text="remember the blue door"))
-    memory = DjangoMemoryService()
+    memory = adk.DjangoMemoryService()
     await memory.add_session_to_memory(session)
     await memory.add_session_to_memory(session)  # stored already: nothing more
     found = await memory.search_memory(app_name=APP, user_id="u1", query="door")
     assert [m.id for m in found.memories] == [session.events[0].id]
-    stored = await DjangoSessionService().get_session(app_name=APP, user_id="u1", session_id="s")
+    stored = await adk.DjangoSessionService().get_session(
+        app_name=APP, user_id="u1", session_id="s"
+    )
     assert stored is not None
     assert stored.events == session.events
 
@@ -106,7 +107,7 @@ async def test_a_session_of_another_service_added_to_memory_is_stored_once(
 def test_sessions_page_newest_first_at_the_same_cost_at_any_depth(
     django_assert_num_queries: Any,
 ) -> None:
-    service = DjangoSessionService()
+    service = adk.DjangoSessionService()
     for i in range(7):
         session = run(service.create_session, app_name=APP, user_id="u", session_id=f"s{i}")
         run(service.append_event, session, event(timestamp=1000.0 + i % 3))  # ties too
@@ -133,26 +134,26 @@ def tenants() -> Iterator[None]:
 
 @scenario
 async def test_tenants_share_no_session_and_no_state(tenants: None) -> None:
-    acme = DjangoSessionService(metadata={"tenant_id": "acme"})
-    initech = DjangoSessionService(metadata={"tenant_id": "initech"})
+    acme = adk.DjangoSessionService(metadata={"tenant_id": "acme"})
+    initech = adk.DjangoSessionService(metadata={"tenant_id": "initech"})
     await acme.create_session(app_name=APP, user_id="u", session_id="s", state={"app:k": "acme"})
     theirs = await initech.create_session(app_name=APP, user_id="u", session_id="s")
     assert theirs.state == {}
     assert [s.id for s in (await acme.list_sessions(app_name=APP)).sessions] == ["s"]
     with pytest.raises(InvalidMemoryInputError):
-        await DjangoSessionService().create_session(app_name=APP, user_id="u")
+        await adk.DjangoSessionService().create_session(app_name=APP, user_id="u")
 
 
 def test_a_scope_function_is_refused_with_its_reason() -> None:
     setting = {"SCOPE": "tests.test_scope.tenant_scope_key"}
     with override_settings(ANVIA_DJANGO=setting), pytest.raises(ImproperlyConfigured):
-        run(DjangoSessionService().create_session, app_name=APP, user_id="u")
+        run(adk.DjangoSessionService().create_session, app_name=APP, user_id="u")
 
 
 @scenario
 async def test_with_encryption_on_events_are_sealed_and_read_back_equal() -> None:
     with override_settings(ANVIA_DJANGO=encryption()):
-        service = DjangoSessionService()
+        service = adk.DjangoSessionService()
         session = await service.create_session(app_name=APP, user_id="u")
         await service.append_event(session, event(text="a secret", delta={"k": 1}))
         got = await service.get_session(app_name=APP, user_id="u", session_id=session.id)
@@ -172,7 +173,7 @@ async def test_with_encryption_on_events_are_sealed_and_read_back_equal() -> Non
 
 
 def test_erasing_a_user_takes_their_sessions_events_and_user_state() -> None:
-    service = DjangoSessionService()
+    service = adk.DjangoSessionService()
     for user in ("u1", "u2"):
         session = run(
             service.create_session,
@@ -197,7 +198,7 @@ async def test_after_the_store_pops_an_event_the_session_appends_again() -> None
     from anvia_django.persistence import pop_last_message
     from anvia_django.persistence.adk.keys import AdkKey, session_scope
 
-    service = DjangoSessionService()
+    service = adk.DjangoSessionService()
     session = await service.create_session(app_name=APP, user_id="u", session_id="s")
     for text in ("one", "two"):
         await service.append_event(session, event(text=text))
@@ -213,7 +214,7 @@ async def test_after_the_store_pops_an_event_the_session_appends_again() -> None
 
 
 def test_export_carries_each_sessions_state_and_prune_leaves_shared_state() -> None:
-    service = DjangoSessionService()
+    service = adk.DjangoSessionService()
     for user in ("u1", "u2"):
         state = {"app:motto": "hi", "user:name": user, "cart": f"{user}-cart"}
         session = run(

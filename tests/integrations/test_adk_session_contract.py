@@ -10,20 +10,18 @@ says why and the test is a strict xfail for it.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import pytest
-from google.adk.errors.already_exists_error import AlreadyExistsError
-from google.adk.errors.session_not_found_error import SessionNotFoundError
-from google.adk.events.event_actions import EventActions
-from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
-from google.adk.sessions.session import Session
-from google.genai import types
 
-from tests.integrations.adk_support import event, scenario, service
+from tests.integrations.adk_support import event, needs_adk, scenario, service
+
+if TYPE_CHECKING:
+    from google.adk.sessions.base_session_service import BaseSessionService
 
 __all__ = ["service"]
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, needs_adk]
 
 APP = "my_app"
 
@@ -55,6 +53,8 @@ async def test_a_created_session_reads_back_equal_and_deletes(
 async def test_a_given_session_id_is_kept_and_cannot_be_taken_twice(
     service: BaseSessionService,
 ) -> None:
+    from google.adk.errors.already_exists_error import AlreadyExistsError
+
     created = await service.create_session(app_name=APP, user_id="u", session_id="s1")
     assert created.id == "s1"
     with pytest.raises(AlreadyExistsError):
@@ -185,6 +185,9 @@ async def test_a_session_is_read_by_its_own_user_only(service: BaseSessionServic
 async def test_an_event_with_every_field_set_reads_back_equal(
     service: BaseSessionService,
 ) -> None:
+    from google.adk.events.event_actions import EventActions
+    from google.genai import types
+
     session = await service.create_session(app_name=APP, user_id="u")
     content = types.Content(
         role="user",
@@ -264,6 +267,8 @@ async def test_an_append_from_a_superseded_session_is_refused(
 async def test_get_session_keeps_the_newest_events_and_those_from_a_timestamp(
     service: BaseSessionService,
 ) -> None:
+    from google.adk.sessions.base_session_service import GetSessionConfig
+
     session = await service.create_session(app_name=APP, user_id="u")
     for i in range(1, 6):
         await service.append_event(session, event(f"inv{i}", timestamp=i))
@@ -294,6 +299,8 @@ async def test_get_session_keeps_the_newest_events_and_those_from_a_timestamp(
 async def test_events_read_back_in_the_order_they_were_appended(
     service: BaseSessionService,
 ) -> None:
+    from google.adk.sessions.base_session_service import GetSessionConfig
+
     session = await service.create_session(app_name=APP, user_id="u")
     moment = time.time()
     for i in range(4):  # one timestamp for all: the order is the append order
@@ -323,6 +330,9 @@ async def test_a_partial_event_is_not_stored(service: BaseSessionService) -> Non
 
 @scenario
 async def test_an_append_to_a_session_not_stored_raises(service: BaseSessionService) -> None:
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.sessions.session import Session
+
     ghost = Session(app_name=APP, user_id="u", id="ghost")
     with pytest.raises(SessionNotFoundError):
         await service.append_event(ghost, event())
