@@ -18,8 +18,9 @@ for the peer here):
 - ``append_event`` (read nothing between appends), the median of the
   appends that grew that session.
 
-Each figure is the median of ``REPEATS`` calls' wall time (after one
-unmeasured call), in ms. The
+Each figure is the fastest call's wall time, in ms, of at least
+``REPEATS`` calls after one unmeasured call (:func:`fastest_ms`); ``append_event`` the
+median of the appends. The
 targets (issue 37): a page at ``SESSIONS`` within 1.5x of a page at 100,
 and at least 100x faster than the peer's list at ``SESSIONS``;
 ``num_recent_events=20`` within 1.5x from 100 to ``EVENTS`` events.
@@ -76,14 +77,29 @@ def event(number: int) -> Event:
     )
 
 
-async def median_ms(call: Callable[[], Awaitable[Any]], repeats: int) -> float:
+BUDGET = 2.0
+"""Seconds of calls a figure may take beyond its first ``REPEATS``."""
+
+
+MOST_CALLS = 1000
+
+
+async def fastest_ms(call: Callable[[], Awaitable[Any]], repeats: int) -> float:
+    """The fastest call of at least ``repeats``, and of as many more (up to
+    :data:`MOST_CALLS`) as fit in :data:`BUDGET` seconds: on a shared machine
+    the other processes only ever add time, so the fastest of many calls is
+    the figure they disturb least (a median of 5 moved by 2x from run to run,
+    and a page of 1.6 ms needs hundreds of calls to meet an undisturbed one)."""
     await call()  # unmeasured: the connection, the thread, the plan caches
-    times = []
-    for _ in range(repeats):
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < repeats or (
+        len(times) < MOST_CALLS and time.perf_counter() - started < BUDGET
+    ):
         start = time.perf_counter()
         await call()
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+    return min(times) * 1000
 
 
 async def add_sessions(service: BaseSessionService, start: int, stop: int) -> None:
@@ -112,10 +128,10 @@ async def measure(
 
     async def lists(size: int) -> None:
         if isinstance(service, DjangoSessionService):
-            figures[f"page of {PAGE} at {size} sessions"] = await median_ms(
+            figures[f"page of {PAGE} at {size} sessions"] = await fastest_ms(
                 lambda: service.list_sessions_page(app_name=APP, user_id=USER, limit=PAGE), repeats
             )
-        figures[f"whole list at {size} sessions"] = await median_ms(
+        figures[f"whole list at {size} sessions"] = await fastest_ms(
             lambda: service.list_sessions(app_name=APP, user_id=USER), repeats
         )
 
@@ -123,9 +139,9 @@ async def measure(
         def get(config: GetSessionConfig | None) -> Awaitable[Any]:
             return service.get_session(app_name=APP, user_id=USER, session_id="long", config=config)
 
-        figures[f"get_session at {size} events"] = await median_ms(lambda: get(None), repeats)
+        figures[f"get_session at {size} events"] = await fastest_ms(lambda: get(None), repeats)
         recent = GetSessionConfig(num_recent_events=RECENT)
-        figures[f"get_session recent {RECENT} at {size} events"] = await median_ms(
+        figures[f"get_session recent {RECENT} at {size} events"] = await fastest_ms(
             lambda: get(recent), repeats
         )
 
