@@ -362,3 +362,107 @@ LangGraphBlob = langgraph_models.LangGraphBlob
 LangGraphCheckpoint = langgraph_models.LangGraphCheckpoint
 LangGraphStoreItem = langgraph_models.LangGraphStoreItem
 LangGraphWrite = langgraph_models.LangGraphWrite
+
+
+# Google ADK sessions (anvia_django/integrations/adk/). An ADK session is a
+# conversation: its events are that conversation's messages, so retention,
+# erasure, export, encryption and the inspector apply to them as to any
+# transcript. These tables hold what a transcript has no place for: the
+# session's state, the state ADK shares per app and per user, and each
+# event's timestamp (get_session's after_timestamp reads it by index).
+
+
+class AdkSession(models.Model):
+    """The ADK side of a conversation: its app, its session state, its times."""
+
+    conversation = models.OneToOneField(
+        Conversation, on_delete=models.CASCADE, related_name="adk_session"
+    )
+    # The app name with the tenant values of the scope (ANVIA_DJANGO["SCOPE"]):
+    # what app and user state are shared within, and sessions are listed by.
+    app_scope = IdentifierField(max_length=SCOPE_KEY_MAX_LENGTH)
+    app_name = IdentifierField(max_length=ID_MAX_LENGTH)
+    user_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    # The session's own keys (no app:, user: or temp: prefix).
+    state = ExactJSONField(default=dict)
+    created_at = models.DateTimeField()
+    # The timestamp of the last event appended (ADK's last_update_time).
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "ADK session"
+        indexes = [
+            models.Index(
+                fields=["app_scope", "updated_at", "id"], name="anvia_adk_app_updated_idx"
+            ),
+            models.Index(
+                fields=["app_scope", "user_id", "updated_at", "id"],
+                name="anvia_adk_user_updated_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_name} · {self.user_id}"
+
+
+class AdkEvent(models.Model):
+    """When each event of an ADK session happened, by its position there."""
+
+    # No index of its own: the (conversation, position) constraint leads with it.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    position = models.PositiveBigIntegerField()
+    event_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    timestamp = models.FloatField()
+
+    class Meta:
+        verbose_name = "ADK event"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "position"], name="anvia_adk_event_position_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "timestamp"], name="anvia_adk_event_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} · #{self.position}"
+
+
+class AdkAppState(models.Model):
+    """The state an ADK app shares across its users (keys under ``app:``)."""
+
+    app_scope = IdentifierField(max_length=SCOPE_KEY_MAX_LENGTH)
+    state = ExactJSONField(default=dict)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "ADK app state"
+        constraints = [
+            models.UniqueConstraint(fields=["app_scope"], name="anvia_adk_app_state_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.app_scope)
+
+
+class AdkUserState(models.Model):
+    """The state an ADK app keeps per user across sessions (keys under ``user:``)."""
+
+    app_scope = IdentifierField(max_length=SCOPE_KEY_MAX_LENGTH)
+    user_id = IdentifierField(max_length=ID_MAX_LENGTH)
+    state = ExactJSONField(default=dict)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "ADK user state"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app_scope", "user_id"], name="anvia_adk_user_state_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_scope} · {self.user_id}"

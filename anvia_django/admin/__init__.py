@@ -1,5 +1,6 @@
-"""Read-only admin pages for conversations, messages, runs, failed runs and
-summaries, and LangGraph's checkpoints when LangGraph is installed.
+"""Read-only admin pages for conversations, messages, runs, failed runs,
+summaries and ADK sessions, and LangGraph's checkpoints when LangGraph is
+installed.
 
 Staff with view permission browse; nobody, superusers included, adds,
 changes or deletes here. Each page's query count is constant in its rows.
@@ -9,8 +10,16 @@ import importlib.util
 
 from django.contrib import admin
 
-from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.models import (
+    AdkSession,
+    AgentRun,
+    Conversation,
+    FailedRun,
+    MemoryMessage,
+    MemorySummary,
+)
 
+from .adk import AdkSessionAdmin
 from .agent_runs import AgentRunAdmin
 from .conversation import ConversationAdmin
 from .records import FailedRunAdmin, MemoryMessageAdmin, MemorySummaryAdmin
@@ -20,6 +29,7 @@ admin.site.register(MemoryMessage, MemoryMessageAdmin)
 admin.site.register(FailedRun, FailedRunAdmin)
 admin.site.register(AgentRun, AgentRunAdmin)
 admin.site.register(MemorySummary, MemorySummaryAdmin)
+admin.site.register(AdkSession, AdkSessionAdmin)
 
 if importlib.util.find_spec("langgraph") is not None:  # the langgraph extra
     from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
@@ -29,6 +39,7 @@ if importlib.util.find_spec("langgraph") is not None:  # the langgraph extra
     admin.site.register(LangGraphCheckpoint, LangGraphCheckpointAdmin)
 
 __all__ = [
+    "AdkSessionAdmin",
     "AgentRunAdmin",
     "ConversationAdmin",
     "FailedRunAdmin",

@@ -1,7 +1,9 @@
 """A page of stored messages shaped for reading, not for editing.
 
 A message's text is shown as text; tool calls, structured tool results and
-any other fields as indented JSON. A Pydantic AI message is shown part by
+any other fields as indented JSON; an ADK event's author, state delta and
+the whole event each in a block of its own
+(:mod:`anvia_django.integrations.adk.stored_form`). A Pydantic AI message is shown part by
 part (:mod:`anvia_django.integrations.pydantic_ai.display`), its binary
 content as links or thumbnails to ``media_url(position, media)``.
 """
@@ -15,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from anvia_django.core.memory.types import MemoryConversationMessage
+from anvia_django.integrations.adk.stored_form import SHOWN_APART, shown_apart
 from anvia_django.integrations.pydantic_ai.display import (
     Media,
     ShownPart,
@@ -30,6 +33,8 @@ _SHOWN_AS_TEXT_OR_BLOCK = ("role", "content", "tool_calls")
 class Block:
     label: str
     json: str
+    collapsed: bool = False
+    """Shown closed until opened (always, in a message shown part by part)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +86,15 @@ def transcript_entries(
             text, blocks = _content(message.get("content"))
             if message.get("tool_calls") is not None:
                 blocks.append(Block("tool calls", json_text(message["tool_calls"])))
-            extra = {k: v for k, v in message.items() if k not in _SHOWN_AS_TEXT_OR_BLOCK}
+            adk = shown_apart(message)
+            apart = _SHOWN_AS_TEXT_OR_BLOCK + (SHOWN_APART if adk else ())
+            extra = {k: v for k, v in message.items() if k not in apart}
             if extra:
                 blocks.append(Block("fields", json_text(extra)))
+            blocks += [
+                Block(label, json_text(value), collapsed=label == "ADK event")
+                for label, value in adk or ()
+            ]
         entries.append(
             TranscriptEntry(
                 position=item.position,

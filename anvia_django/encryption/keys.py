@@ -78,6 +78,8 @@ SCOPED_USER = "scoped-user:"
 """A user's key within one scope: ``scoped-user:<user id>:<scope digest>``."""
 HASHED_SCOPED_USER = "scoped-userh:"
 """The same when the user id is too long: ``scoped-userh:<its SHA-256>:<scope digest>``."""
+ADK_APP = "adk-app:"
+"""An ADK app's key for its shared state: ``adk-app:<app scope digest>``."""
 SCOPE_DIGEST_CHARS = 16
 OWNER_MAX_LENGTH = cast(int, DataKey._meta.get_field("owner").max_length)
 LANGGRAPH_THREAD = "lg-thread:"
@@ -88,6 +90,12 @@ LANGGRAPH_STORE = "lg-store:"
 """A LangGraph store namespace's key (its items): ``lg-store:<namespace>``,
 or ``lg-storeh:<its SHA-256>`` when it is too long."""
 HASHED_LANGGRAPH_STORE = "lg-storeh:"
+
+
+def adk_app_owner(app_scope: str) -> str:
+    """The data key owner of an ADK app's shared state (no user's: erasing
+    a user leaves it)."""
+    return f"{ADK_APP}{_digest(app_scope)}"
 
 
 def owner_of(user_id: str | None, ref: str, scope_key: str = "") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from anvia_django.persistence import ExportedMessage, ExportRecord
+from anvia_django.persistence import ExportedAdkState, ExportedMessage, ExportRecord
 
 
 def record_json(record: ExportRecord) -> str:
@@ -25,6 +25,18 @@ def record_dict(record: ExportRecord) -> dict[str, Any]:
             "turn": entry.turn,
             "createdAt": entry.created_at.isoformat(),
             "message": entry.message,
+        }
+    if isinstance(record, ExportedAdkState):
+        states = record.states
+        return {
+            "type": "adkState",
+            "ref": record.ref,
+            "sessionId": record.session_id,
+            "appName": states.app_name,
+            "userId": states.user_id,
+            "sessionState": states.session,
+            "userState": states.user,
+            "appState": states.app,
         }
     return {
         "type": "conversation",

@@ -25,6 +25,7 @@ from anvia_django.core.memory.types import MemoryConversationSummary
 from anvia_django.persistence import (
     ConversationFilter,
     DeletionCounts,
+    ExportedAdkState,
     ExportedMessage,
     count_conversations,
     delete_matching_conversations,
@@ -274,7 +275,7 @@ def _write_records(
             messages += 1
             if messages % batch_size == 0:
                 progress.update(f"{conversations} conversations, {messages} messages")
-        else:
+        elif not isinstance(record, ExportedAdkState):
             conversations += 1
             if conversations % batch_size == 0:
                 progress.update(f"{conversations} conversations, {messages} messages")

@@ -77,6 +77,7 @@ from anvia_django.persistence.lifecycle.run_records import (
 )
 from anvia_django.persistence.maintenance import (
     ConversationFilter,
+    ExportedAdkState,
     ExportedMessage,
     ExportRecord,
     compact_after_erase,
@@ -102,6 +103,7 @@ __all__ = [
     "ConversationPage",
     "DeletionCounts",
     "ExportRecord",
+    "ExportedAdkState",
     "ExportedMessage",
     "FoundConversation",
     "MarkedMessagePage",

@@ -17,7 +17,21 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from anvia_django.core.memory.errors import InvalidMemoryInputError
 from anvia_django.core.memory.types import MemoryConversationMessage, MemoryConversationSummary
-from anvia_django.models import AgentRun, Conversation, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.models import (
+    AdkEvent,
+    AdkSession,
+    AdkUserState,
+    AgentRun,
+    Conversation,
+    FailedRun,
+    MemoryMessage,
+    MemorySummary,
+)
+from anvia_django.persistence.adk.state import (
+    SessionStates,
+    erase_user_state,
+    states_of_sessions,
+)
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects import vendor_dialect
@@ -86,7 +100,17 @@ class ExportedMessage:
     message: MemoryConversationMessage
 
 
-ExportRecord = MemoryConversationSummary | ExportedMessage
+@dataclass(frozen=True, slots=True)
+class ExportedAdkState:
+    """An ADK session's state in an export, right after its conversation:
+    its own, its user's in its app and its app's (:class:`SessionStates`)."""
+
+    ref: str
+    session_id: str
+    states: SessionStates
+
+
+ExportRecord = MemoryConversationSummary | ExportedAdkState | ExportedMessage
 
 
 AMBIGUOUS_REFS_SHOWN = 5
@@ -222,7 +246,10 @@ def erase_user_conversations(
     alias = write_alias(using)
     selection = ConversationFilter(user_id=user_id, metadata=metadata)
     with transaction.atomic(using=alias):
-        return delete_matching_conversations(selection, batch_size=batch_size, using=alias)
+        counts = delete_matching_conversations(selection, batch_size=batch_size, using=alias)
+        # ADK sessions went with their conversations; the user's ADK state too.
+        erase_user_state(alias, user_id, metadata)
+        return counts
 
 
 def scope_keys_of(selection: ConversationFilter, *, using: str | None = None) -> list[str]:
@@ -233,7 +260,16 @@ def scope_keys_of(selection: ConversationFilter, *, using: str | None = None) ->
     return sorted(set(conversations.values_list("scope_key", flat=True)))
 
 
-ERASED_TABLES = (MemoryMessage, FailedRun, MemorySummary, AgentRun, Conversation)
+ERASED_TABLES = (
+    MemoryMessage,
+    FailedRun,
+    MemorySummary,
+    AgentRun,
+    AdkEvent,
+    AdkSession,
+    AdkUserState,
+    Conversation,
+)
 """The tables an erasure deletes rows from."""
 
 
@@ -251,7 +287,8 @@ def iter_export_records(
     batch_size: int = DEFAULT_BATCH_SIZE,
     using: str | None = None,
 ) -> Iterator[ExportRecord]:
-    """Each conversation's summary, followed by its messages in position order.
+    """Each conversation's summary, followed (for an ADK session) by its
+    state and by its messages in position order.
 
     Conversations come in creation order. Both tables are read in keyset
     pages of ``batch_size`` rows, so memory stays bounded by the page size
@@ -264,16 +301,22 @@ def iter_export_records(
     last_id = 0
     while True:
         page = list(
-            conversations.filter(id__gt=last_id).values_list("id", *SUMMARY_FIELDS)[:batch_size]
+            conversations.filter(id__gt=last_id).values_list(
+                "id", "adk_session__id", *SUMMARY_FIELDS
+            )[:batch_size]
         )
         if not page:
             return
         last_id = page[-1][0]
+        adk = [row[0] for row in page if row[1] is not None]
+        states = states_of_sessions(alias, adk) if adk else {}
         messages = _message_pages(alias, [row[0] for row in page], batch_size)
         pending = next(messages, None)
-        for conversation_id, *summary_fields in page:
+        for conversation_id, _, *summary_fields in page:
             summary = summary_from_row(tuple(summary_fields))
             yield summary
+            if conversation_id in states:
+                yield ExportedAdkState(summary.ref, summary.session_id, states[conversation_id])
             while pending is not None and pending[0] == conversation_id:
                 message = message_from_row(pending[1:])
                 yield ExportedMessage(summary.ref, summary.session_id, message)

@@ -16,6 +16,13 @@ def encryption(current: str = "k1", **keys: str) -> dict[str, Any]:
     return {"ENCRYPTION": {"KEYS": keys or {"k1": KEY_1}, "CURRENT": current}}
 
 
+def blind_index() -> dict[str, Any]:
+    """An ``ANVIA_DJANGO`` setting with encryption and the blind index on."""
+    setting = encryption()
+    setting["ENCRYPTION"]["BLIND_INDEX"] = True
+    return setting
+
+
 def flip_a_bit(row: Model, column: str = "message") -> None:
     """One bit of the ciphertext in ``row``'s sealed ``column``, in the
     database (an envelope's ``ct``)."""

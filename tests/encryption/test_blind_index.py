@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -28,16 +27,10 @@ from anvia_django.persistence import (
     search_message_page,
     search_messages,
 )
-from tests.encryption.support import encryption
+from tests.encryption.support import blind_index, encryption
 from tests.helpers import append_input, assistant, user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
-
-
-def blind_index() -> dict[str, Any]:
-    setting = encryption()
-    setting["ENCRYPTION"]["BLIND_INDEX"] = True
-    return setting
 
 
 @pytest.fixture

@@ -578,7 +578,7 @@ def test_keys_on_their_own_database() -> None:
 
 @pytest.mark.parametrize("rows", [1, 4])
 @pytest.mark.django_db
-def test_a_batch_is_six_statements_whatever_its_size(
+def test_a_batch_is_seven_statements_whatever_its_size(
     rows: int, django_assert_num_queries: Any
 ) -> None:
     with override_settings(ANVIA_DJANGO={"ENCRYPTION": None}):
@@ -588,9 +588,9 @@ def test_a_batch_is_six_statements_whatever_its_size(
         append_messages(append_input("other", [user("key")], user_id="u1"))  # u1's key exists
         # The lock, the owner's key, the messages not under it, their UPDATE
         # (one statement run for each row), the failed runs and the
-        # summaries not under it (none here); inside the test's transaction
-        # the batch's own is a savepoint and its release.
-        with django_assert_num_queries(6 + 2):
+        # summaries not under it, the ADK session (none here); inside the
+        # test's transaction the batch's own is a savepoint and its release.
+        with django_assert_num_queries(7 + 2):
             assert (
                 reencrypt_module.reseal_conversation("default", conversation_id, batch_size=5)
                 == rows

@@ -11,7 +11,7 @@ from anvia_django.models import Conversation, DataKey
 from anvia_django.persistence import search_messages
 from benchmarks.sealed_search import fill
 from benchmarks.search import PER_CONVERSATION
-from tests.encryption.test_blind_index import blind_index
+from tests.encryption.support import blind_index
 
 pytestmark = [pytest.mark.django_db, pytest.mark.transactional_on("mysql")]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from anvia_django.encryption import encryption_enabled
 
-from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope
+from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope, StatePlace
 from .plain import PLAIN
 
 
@@ -23,4 +23,4 @@ def codec_for(alias: str) -> Codec:
     return sealed_codec(alias)
 
 
-__all__ = ["CheckpointSealer", "CheckpointValue", "Codec", "Owner", "SearchScope", "codec_for"]
+__all__ = ["CheckpointSealer", "CheckpointValue", "Codec", "Owner", "SearchScope", "StatePlace", "codec_for"]

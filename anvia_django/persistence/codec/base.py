@@ -41,6 +41,38 @@ class SearchScope:
     conversations: QuerySet[Any, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StatePlace:
+    """Which ADK state a column holds: an app's (``app_scope`` alone), a
+    user's in the app (with ``user_id`` and ``scope_key``, that of their
+    sessions there), or a session's (with its ``conversation_id``, and
+    ``user_id``, ``ref`` and ``scope_key``: its conversation's owner). A
+    sealed state is bound to its place and sealed under its owner's data
+    key; an app's under a key of the app's own."""
+
+    app_scope: str
+    user_id: str | None = None
+    scope_key: str = ""
+    conversation_id: int | None = None
+    ref: str = ""
+
+    @property
+    def owner(self) -> Owner | None:
+        """The data key's owner; ``None`` for the app's own key."""
+        if self.conversation_id is None and not self.user_id:
+            return None
+        return (self.user_id, self.ref, self.scope_key)
+
+    @property
+    def name(self) -> str:
+        """The place in the associated data: what a state copied elsewhere fails to match."""
+        if self.conversation_id is not None:
+            return f"adk-state\x00session\x00{self.conversation_id}"
+        if self.user_id is not None:
+            return f"adk-state\x00user\x00{self.app_scope}\x00{self.user_id}"
+        return f"adk-state\x00app\x00{self.app_scope}"
+
+
 class Codec(ABC):
     opens: bool
     """Whether stored values must be opened, each with its place (the
@@ -129,6 +161,14 @@ class Codec(ABC):
     @abstractmethod
     def open_summary(self, conversation_id: int, covers_through: int, message: Any) -> Any:
         """A summary's message."""
+
+    @abstractmethod
+    def state_value(self, place: StatePlace, state: dict[str, Any]) -> Any:
+        """What an ADK state column at ``place`` stores for ``state``."""
+
+    @abstractmethod
+    def open_state(self, place: StatePlace, value: Any) -> dict[str, Any]:
+        """The ADK state whose column at ``place``, decoded, is ``value``."""
 
     # Everything else that depends on it.
 

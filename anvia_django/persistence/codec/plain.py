@@ -11,7 +11,7 @@ from anvia_django.core.memory.search_text import SearchTerms
 from anvia_django.core.memory.validation import loads
 from anvia_django.fields import EncodedJSON
 
-from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope
+from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope, StatePlace
 
 
 class PlainCodec(Codec):
@@ -68,6 +68,12 @@ class PlainCodec(Codec):
 
     def open_summary(self, conversation_id: int, covers_through: int, message: Any) -> Any:
         return message
+
+    def state_value(self, place: StatePlace, state: dict[str, Any]) -> Any:
+        return state
+
+    def open_state(self, place: StatePlace, value: Any) -> dict[str, Any]:
+        return dict(value)
 
     def value_to_save(self, instance: Any, value: Any) -> Any:
         return value

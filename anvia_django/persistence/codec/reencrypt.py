@@ -27,8 +27,10 @@ running the command again (nothing records where it stopped: the data says):
 4. retire: each owner with older generations has its conversations swept
    once more, then the older keys are destroyed.
 
-Every sealed table (messages, failed runs, summaries) is one step of
-:data:`SEALED_TABLES`, run under the conversation's lock.
+Every sealed table (messages, failed runs, summaries, ADK session and user
+state) is one step of :data:`SEALED_TABLES`, run under the conversation's
+lock; ADK apps' shared state, which no conversation owns, is swept after
+phase 2 and again in phase 4 (``reseal_app_states``).
 """
 
 from __future__ import annotations
@@ -45,8 +47,15 @@ from django.db.models.functions import Cast, Length, Substr
 from anvia_django.core.memory.errors import ErrorDescription
 from anvia_django.core.memory.validation import dumps
 from anvia_django.encryption.blind_index import INDEX_OWNER, indexed
-from anvia_django.encryption.envelope import Cipher, envelope_head, seal
+from anvia_django.encryption.envelope import (
+    Cipher,
+    envelope_head,
+    envelope_parts,
+    is_envelope,
+    seal,
+)
 from anvia_django.encryption.keys import (
+    ADK_APP,
     CONVERSATION,
     HASHED_LANGGRAPH_STORE,
     HASHED_LANGGRAPH_THREAD,
@@ -56,6 +65,7 @@ from anvia_django.encryption.keys import (
     SCOPE_DIGEST_CHARS,
     SCOPED_USER,
     USER,
+    adk_app_owner,
     data_key_for,
     destroy_retired_keys,
     key_alias,
@@ -64,10 +74,20 @@ from anvia_django.encryption.keys import (
     renew_data_key,
 )
 from anvia_django.encryption.records import failed_run_place, seal_record_with, summary_place
-from anvia_django.models import Conversation, DataKey, FailedRun, MemoryMessage, MemorySummary
+from anvia_django.models import (
+    AdkAppState,
+    AdkSession,
+    AdkUserState,
+    Conversation,
+    DataKey,
+    FailedRun,
+    MemoryMessage,
+    MemorySummary,
+)
 from anvia_django.persistence.dialects import dialect_for, vendor_dialect
 from anvia_django.persistence.dialects.statements import quoted
 
+from .base import StatePlace
 from .sealed import bounded_sealed_record, sealed_codec
 
 
@@ -193,7 +213,81 @@ def _update_sql(alias: str, model: type[Model], *columns: str) -> str:
     return f"UPDATE {table} SET {assignments} WHERE {c['id']} = %s"
 
 
-SEALED_TABLES: tuple[ResealStep, ...] = (reseal_messages, reseal_failed_runs, reseal_summaries)
+def reseal_adk_states(alias: str, conversation_id: int, key: CurrentKey, limit: int) -> int:
+    """The :data:`ResealStep` of an ADK session's own state and of its
+    user's state in its app, both under the conversation owner's key (the
+    user row under its own lock too: the user's other sessions write it)."""
+    session = AdkSession.objects.using(alias).filter(conversation_id=conversation_id)
+    found = session.values_list("app_scope", "user_id").first()
+    if found is None or limit < 1:
+        return 0
+    app_scope, user_id = found
+    head = envelope_head(key.id)
+    codec = sealed_codec(alias)
+    done = 0
+    for model, rows, place in (
+        (AdkSession, session, StatePlace("", conversation_id=conversation_id)),
+        (
+            AdkUserState,
+            AdkUserState.objects.using(alias).filter(app_scope=app_scope, user_id=user_id),
+            StatePlace(app_scope, user_id),
+        ),
+    ):
+        stale = (
+            rows.select_for_update()
+            .annotate(head=Substr("state", 1, len(head), output_field=TextField()))
+            .exclude(head=head)
+            .values_list("pk", "state")
+            .first()
+        )
+        if stale is not None and done < limit:
+            pk, stored = stale
+            text = dumps(codec.open_state(place, stored))
+            envelope = seal_record_with(key.cipher, key.id, 0, place.name, text)
+            _update(alias, model, ("state",), [(envelope, pk)])
+            done += 1
+    return done
+
+
+def reseal_app_states(alias: str, *, batch_size: int) -> int:
+    """Seal each ADK app's shared state again under its app's current key
+    (no conversation owns it), a row per transaction under its row lock;
+    how many were."""
+    resealed = 0
+    last = 0
+    codec = sealed_codec(alias)
+    rows = AdkAppState.objects.using(alias)
+    while True:
+        page = list(
+            rows.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:batch_size]
+        )
+        if not page:
+            return resealed
+        for pk in page:
+            with transaction.atomic(using=alias):
+                row = (
+                    rows.select_for_update().filter(pk=pk).values_list("app_scope", "state").first()
+                )
+                if row is None:
+                    continue
+                app_scope, stored = row
+                key_id, cipher = data_key_for(alias, adk_app_owner(app_scope))
+                if is_envelope(stored) and envelope_parts(stored)[0] == key_id:
+                    continue
+                place = StatePlace(app_scope)
+                text = dumps(codec.open_state(place, stored))
+                envelope = seal_record_with(cipher, key_id, 0, place.name, text)
+                _update(alias, AdkAppState, ("state",), [(envelope, pk)])
+                resealed += 1
+        last = page[-1]
+
+
+SEALED_TABLES: tuple[ResealStep, ...] = (
+    reseal_messages,
+    reseal_failed_runs,
+    reseal_summaries,
+    reseal_adk_states,
+)
 """The steps that seal one conversation's rows again, table by table."""
 
 
@@ -217,6 +311,7 @@ def reencrypt(alias: str, *, batch_size: int, report: Report) -> ReencryptCounts
     counts.renewed_keys = renew_keys(alias, batch_size=batch_size)
     report(f"{counts.renewed_keys} data key(s) renewed")
     reseal_conversations(alias, counts, batch_size=batch_size, report=report)
+    counts.resealed_rows += reseal_app_states(alias, batch_size=batch_size)
     dialect_for(alias).wait_for_writes_in_flight(alias)
     retire_keys(alias, counts, batch_size=batch_size, report=report)
     # The old wrapped keys stay in dead row versions of the key table (and
@@ -313,6 +408,8 @@ def reseal_conversations(
 def _conversations_of(alias: str, owner: str) -> list[int]:
     """The conversations whose data key owner is ``owner`` (see ``owner_of``)."""
     found = Conversation.objects.using(alias)
+    if owner.startswith(ADK_APP):
+        return []  # an ADK app's shared state: resealed by reseal_app_states
     if owner.startswith(CONVERSATION):
         ref = owner[len(CONVERSATION) :]
         found = found.filter(Q(user_id__isnull=True) | Q(user_id=""), ref=ref)
@@ -345,6 +442,8 @@ def retire_keys(alias: str, counts: ReencryptCounts, *, batch_size: int, report:
         .order_by("owner")
         .values_list("owner", flat=True)
     )
+    # ADK apps' keys own no conversation: their rows, swept once more here.
+    counts.resealed_rows += reseal_app_states(alias, batch_size=batch_size)
     last = ""
     while True:
         page = list(owners.filter(owner__gt=last)[:batch_size])

@@ -1,7 +1,9 @@
 """The codec with encryption at rest on (``ANVIA_DJANGO["ENCRYPTION"]``).
 
 Messages are sealed under the data key of their conversation's owner, bound
-to their place (conversation and position); a failed run's error message,
+to their place (conversation and position); an ADK state under its
+owner's (a session's or a user's) or its app's own key, bound to its place
+(``StatePlace``); a failed run's error message,
 traceback and partial messages together in its ``messages`` column (its two
 text columns empty, its error type readable: the admin filters by it); a
 summary in its ``message`` column, bound to what it covers. With the blind
@@ -46,6 +48,7 @@ from anvia_django.encryption.envelope import (
 )
 from anvia_django.encryption.keyring import MissingKeyError
 from anvia_django.encryption.keys import (
+    adk_app_owner,
     cipher_for,
     ciphers_of_owners,
     data_key_for,
@@ -64,7 +67,7 @@ from anvia_django.encryption.records import (
 from anvia_django.fields import EncodedJSON
 from anvia_django.models import Conversation, MemorySummary
 
-from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope
+from .base import CheckpointSealer, CheckpointValue, Codec, Owner, SearchScope, StatePlace
 
 
 class SealedCodec(Codec):
@@ -188,6 +191,16 @@ class SealedCodec(Codec):
 
     def open_summary(self, conversation_id: int, covers_through: int, message: Any) -> Any:
         return open_record(self.alias, conversation_id, summary_place(covers_through), message)
+
+    def state_value(self, place: StatePlace, state: dict[str, Any]) -> Any:
+        owner = place.owner
+        key_id, cipher = data_key_for(
+            self.alias, adk_app_owner(place.app_scope) if owner is None else owner_of(*owner)
+        )
+        return EncodedJSON(seal_record_with(cipher, key_id, 0, place.name, dumps(state)))
+
+    def open_state(self, place: StatePlace, value: Any) -> dict[str, Any]:
+        return dict(open_record(self.alias, 0, place.name, value))
 
     # Everything else.
 
