@@ -23,4 +23,12 @@ def codec_for(alias: str) -> Codec:
     return sealed_codec(alias)
 
 
-__all__ = ["CheckpointSealer", "CheckpointValue", "Codec", "Owner", "SearchScope", "StatePlace", "codec_for"]
+__all__ = [
+    "CheckpointSealer",
+    "CheckpointValue",
+    "Codec",
+    "Owner",
+    "SearchScope",
+    "StatePlace",
+    "codec_for",
+]
