@@ -30,8 +30,11 @@ pytestmark = [
 ]
 
 ALL_VIEWS = ("conversation", "memorymessage", "failedrun", "agentrun", "memorysummary")
-# The demo account may view every model of the app, LangGraph's tables included.
-LANGGRAPH_VIEWS = ("langgraphcheckpoint", "langgraphblob", "langgraphwrite", "langgraphstoreitem")
+# The demo account may view every model of the app, the integrations' tables included.
+INTEGRATION_VIEWS = (
+    *("langgraphcheckpoint", "langgraphblob", "langgraphwrite", "langgraphstoreitem"),
+    *("adksession", "adkevent", "adkappstate", "adkuserstate"),
+)
 
 
 @pytest.fixture
@@ -168,7 +171,7 @@ def test_the_demo_account_sees_runs_in_the_admin_and_the_api(conversation: Conve
     call_command(demo_setup.Command(), "--password", "demo-pw", stdout=StringIO())
     demo = User.objects.get(username="demo")
     held = {p.codename for p in demo.user_permissions.all()}
-    assert held == {f"view_{model}" for model in (*ALL_VIEWS, *LANGGRAPH_VIEWS)}
+    assert held == {f"view_{model}" for model in (*ALL_VIEWS, *INTEGRATION_VIEWS)}
     browser = Client()
     assert browser.login(username="demo", password="demo-pw")
     index = browser.get("/admin/").content.decode()
