@@ -88,6 +88,8 @@ PREPARED_TESTS = [
     "tests/test_inspector.py",
     "tests/lifecycle",
     "tests/reliability/test_faults.py",
+    "tests/integrations/test_adk_session_contract.py",
+    "tests/integrations/test_langgraph_conformance.py",
 ]
 
 # Encryption at rest on (ANVIA_TEST_ENCRYPTION=1: a test keyring for the
@@ -117,6 +119,7 @@ GENERIC_DIALECT_TESTS = [
     "tests/test_scope_concurrency.py",
     "tests/reliability/test_faults.py",
     "tests/test_one_engine.py",
+    "tests/integrations/test_adk_concurrency.py",
 ]
 
 
