@@ -77,10 +77,11 @@ LIST_SIZE = 100
 ANVIA = "DjangoSaver"
 
 
-WORDS = (
-    "order parcel arrive tuesday warehouse refund invoice account address courier "
-    "delay tracking number payment card delivered missing damaged replace week"
-).split()
+WORDS = [
+    *("order", "parcel", "arrive", "tuesday", "warehouse", "refund", "invoice"),
+    *("account", "address", "courier", "delay", "tracking", "number", "payment"),
+    *("card", "delivered", "missing", "damaged", "replace", "week"),
+]
 
 
 def text(seed: int) -> str:
@@ -224,10 +225,11 @@ def stored_bytes(system: str, thread_id: str) -> int:
         size = "coalesce(length({}), 0)"
     else:
         size = "coalesce(length(CAST({} AS BLOB)), 0)"
+    quote = connection.ops.quote_name if system != "SqliteSaver" else (lambda name: f'"{name}"')
     total = 0
     for table, columns in tables:
         sql = (
-            f"SELECT coalesce(sum({' + '.join(size.format(c) for c in columns)}), 0) "
+            f"SELECT coalesce(sum({' + '.join(size.format(quote(c)) for c in columns)}), 0) "
             f"FROM {table} WHERE thread_id = %s"
         )
         if system == "SqliteSaver":
