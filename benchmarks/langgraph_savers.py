@@ -383,7 +383,7 @@ def report(
 
     print(
         f"{server_version()}: µs per call, medians over {rounds} rounds "
-        f"(load average {' '.join(_load_average())})"
+        f"(load average {' '.join(f'{load:.2f}' for load in os.getloadavg())})"
     )
     print()
     official = systems[1] if len(systems) > 1 else None
@@ -430,14 +430,6 @@ def report(
             f"{'n/a' if prune is None else f'{prune:,.0f}'} | {once[system, 'delete']:,.0f} |"
         )
     print()
-
-
-def _load_average() -> list[str]:
-    try:
-        with open("/proc/loadavg") as loadavg:
-            return loadavg.read().split()[:3]
-    except OSError:
-        return ["unknown"]
 
 
 if __name__ == "__main__":
