@@ -75,13 +75,17 @@ def test_reads_cost_a_fixed_number_of_queries(django_assert_num_queries: Any) ->
     configs = grow(saver, "t1", 12)
     saver.put_writes(configs[-1], [("messages", "pending")], "task-1")
 
-    with django_assert_num_queries(3):  # the row, its values, its writes
+    # The row, its values, the chains of the values stored as deltas, its writes.
+    with django_assert_num_queries(4):
         latest = saver.get_tuple(THREAD_1)
     assert latest is not None
     assert latest.pending_writes == [("task-1", "messages", "pending")]
-    with django_assert_num_queries(3):  # however many checkpoints
+    with django_assert_num_queries(4):  # however many checkpoints
         listed = list(saver.list(THREAD_1))
     assert [found.config for found in listed] == configs[::-1]
+    assert [len(found.checkpoint["channel_values"]["messages"]) for found in listed] == list(
+        range(12, 0, -1)
+    )
 
 
 @pytest.mark.django_db

@@ -77,6 +77,15 @@ class LangGraphBlob(ThreadRow):
     # "empty" (the channel had no value at that version) carries no bytes.
     type = IdentifierField(max_length=32)
     blob = models.BinaryField(null=True)
+    # A list stored as the items appended to the value at base_version (same
+    # thread, namespace and channel), whose chain starts at the whole value
+    # anchor_version, depth rows before this one (``deltas.py``). Both None:
+    # the row holds the whole value.
+    base_version = IdentifierField(max_length=CHECKPOINT_ID_LENGTH, null=True, blank=True)
+    anchor_version = IdentifierField(max_length=CHECKPOINT_ID_LENGTH, null=True, blank=True)
+    depth = models.PositiveSmallIntegerField(default=0)
+    # The writing process's keyed digest of the chain's bytes (``deltas.Remembered``).
+    digest = IdentifierField(max_length=32, null=True, blank=True)
 
     class Meta(ThreadRow.Meta):
         verbose_name = "LangGraph channel value"
@@ -84,6 +93,13 @@ class LangGraphBlob(ThreadRow):
             models.UniqueConstraint(
                 fields=["thread_id", "checkpoint_ns", "channel", "version"],
                 name="anvia_lg_blob_uniq",
+            ),
+        ]
+        indexes = [
+            # A chain's rows, read together by their anchor.
+            models.Index(
+                fields=["thread_id", "checkpoint_ns", "channel", "anchor_version"],
+                name="anvia_lg_blob_anchor_idx",
             ),
         ]
 

@@ -141,7 +141,6 @@ def with_values(
 ) -> list[CheckpointTuple]:
     """``rows`` as checkpoint tuples, with their channel values and pending writes."""
     alias = write_alias(using)
-    codec = codec_for(alias)
     checkpoints = [serde.loads_typed((row.type, bytes(row.checkpoint))) for row in rows]
     wanted: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
     for row, checkpoint in zip(rows, checkpoints, strict=True):
@@ -149,13 +148,7 @@ def with_values(
         wanted[row.thread_id, row.checkpoint_ns].update(
             (channel, str(version)) for channel, version in versions.items()
         )
-    values: dict[tuple[str, str, str, str], Any] = {}
-    for thread_id, checkpoint_ns, channel, version, kind, blob in _blobs(alias, wanted):
-        if kind == EMPTY:
-            continue
-        place = blob_place(checkpoint_ns, channel, version)
-        typed = codec.open_checkpoint_value(thread_id, place, (kind, as_bytes(blob)))
-        values[thread_id, checkpoint_ns, channel, version] = loaded(serde, typed)
+    values = _values(serde, alias, wanted)
     writes = _writes(serde, alias, rows)
     tuples = []
     for row, checkpoint in zip(rows, checkpoints, strict=True):
@@ -181,11 +174,78 @@ def with_values(
     return tuples
 
 
+class _Blob(NamedTuple):
+    thread_id: str
+    checkpoint_ns: str
+    channel: str
+    version: str
+    type: str
+    blob: Any
+    base_version: str | None
+    anchor_version: str | None
+
+
+def _values(
+    serde: SerializerProtocol, alias: str, wanted: dict[tuple[str, str], set[tuple[str, str]]]
+) -> dict[tuple[str, str, str, str], Any]:
+    """The values of ``wanted`` versions, by (thread, namespace, channel,
+    version). A value stored as a delta (``deltas.py``) is put back together
+    from its chain, whose rows a second query reads by their anchors; each
+    row is opened and loaded once however many values share it."""
+    codec = codec_for(alias)
+    found = _blobs(alias, wanted)
+    anchors: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for row in found.values():
+        if row.base_version is not None and row.anchor_version is not None:
+            anchors[row.thread_id, row.checkpoint_ns].add((row.channel, row.anchor_version))
+    if anchors:
+        found.update(_chains(alias, anchors))
+    segments: dict[tuple[str, str, str, str], Any] = {}
+
+    def segment(row: _Blob) -> Any:
+        key = (row.thread_id, row.checkpoint_ns, row.channel, row.version)
+        if key not in segments:
+            place = blob_place(row.checkpoint_ns, row.channel, row.version)
+            typed = codec.open_checkpoint_value(
+                row.thread_id, place, (row.type, as_bytes(row.blob))
+            )
+            segments[key] = loaded(serde, typed)
+        return segments[key]
+
+    values: dict[tuple[str, str, str, str], Any] = {}
+    for (thread_id, checkpoint_ns), pairs in wanted.items():
+        for channel, version in pairs:
+            key = (thread_id, checkpoint_ns, channel, version)
+            target = found.get(key)
+            if target is None or target.type == EMPTY:
+                continue
+            if target.base_version is None:
+                values[key] = segment(target)
+                continue
+            chain = [target]
+            while chain[-1].base_version is not None:
+                base = found.get((thread_id, checkpoint_ns, channel, chain[-1].base_version or ""))
+                if base is None:
+                    raise LookupError(
+                        f"thread {thread_id!r}: the value of {channel!r} at {version} "
+                        f"extends version {chain[-1].base_version}, which is not stored"
+                    )
+                chain.append(base)
+            whole: list[Any] = []
+            for part in reversed(chain):
+                whole.extend(segment(part))
+            values[key] = whole
+    return values
+
+
+_BLOB_COLUMNS = _Blob._fields
+
+
 def _blobs(
     alias: str, wanted: dict[tuple[str, str], set[tuple[str, str]]]
-) -> Iterable[tuple[str, str, str, str, str, Any]]:
+) -> dict[tuple[str, str, str, str], _Blob]:
     if not any(wanted.values()):
-        return []
+        return {}
     where = reduce(
         or_,
         (
@@ -195,11 +255,32 @@ def _blobs(
             if pairs
         ),
     )
-    return (
-        LangGraphBlob.objects.using(alias)
-        .filter(where)
-        .values_list("thread_id", "checkpoint_ns", "channel", "version", "type", "blob")
+    return _keyed(LangGraphBlob.objects.using(alias).filter(where).values_list(*_BLOB_COLUMNS))
+
+
+def _chains(
+    alias: str, anchors: dict[tuple[str, str], set[tuple[str, str]]]
+) -> dict[tuple[str, str, str, str], _Blob]:
+    """Every row of the chains starting at ``anchors``: the anchors and the
+    rows naming them (at most ``deltas.FULL_EVERY`` a chain and branch)."""
+    where = reduce(
+        or_,
+        (
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel)
+            & (Q(anchor_version=anchor) | Q(version=anchor))
+            for (thread_id, checkpoint_ns), pairs in anchors.items()
+            for channel, anchor in pairs
+        ),
     )
+    return _keyed(LangGraphBlob.objects.using(alias).filter(where).values_list(*_BLOB_COLUMNS))
+
+
+def _keyed(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str, str, str], _Blob]:
+    found = {}
+    for values in rows:
+        row = _Blob(*values)
+        found[row.thread_id, row.checkpoint_ns, row.channel, row.version] = row
+    return found
 
 
 def _writes(

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from functools import reduce
 from operator import or_
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Max, Q
@@ -79,13 +80,30 @@ def _delete_unnamed_values(
         versions = serde.loads_typed((kind, bytes(payload))).get("channel_versions", {})
         named.update((channel, str(version)) for channel, version in versions.items())
     values = LangGraphBlob.objects.using(alias).filter(**place)
-    unnamed = [
-        pk
-        for pk, channel, version in values.values_list("pk", "channel", "version")
-        if (channel, version) not in named
-    ]
-    for start in range(0, len(unnamed), PAGE):
-        values.filter(pk__in=unnamed[start : start + PAGE]).delete()
+    rows = list(values.values_list("pk", "checkpoint_ns", "channel", "version", "base_version"))
+    kept = _kept_with_bases(rows, {(checkpoint_ns, channel, version) for channel, version in named})
+    _delete_pages(values, [row[0] for row in rows if row[0] not in kept])
+
+
+def _kept_with_bases(
+    rows: Sequence[tuple[Any, str, str, str, str | None]], named: set[tuple[str, str, str]]
+) -> set[Any]:
+    """The primary keys of the value rows ``named`` (namespace, channel,
+    version) and of every row their deltas extend (``deltas.py``)."""
+    by_version = {(ns, channel, version): (pk, base) for pk, ns, channel, version, base in rows}
+    kept: set[Any] = set()
+    for ns, channel, version in named:
+        found = by_version.get((ns, channel, version))
+        while found is not None and found[0] not in kept:
+            kept.add(found[0])
+            base = found[1]
+            found = None if base is None else by_version.get((ns, channel, base))
+    return kept
+
+
+def _delete_pages(values: Any, pks: list[Any]) -> None:
+    for start in range(0, len(pks), PAGE):
+        values.filter(pk__in=pks[start : start + PAGE]).delete()
 
 
 def prune(
@@ -117,15 +135,17 @@ def _keep_latest(serde: SerializerProtocol, alias: str, thread_id: str) -> None:
     kept_checkpoints = reduce(
         or_, (Q(checkpoint_ns=ns, checkpoint_id=checkpoint_id) for ns, checkpoint_id in latest)
     )
-    kept_values = Q(pk__in=[])
+    named: set[tuple[str, str, str]] = set()
     for ns, kind, payload in checkpoints.filter(kept_checkpoints).values_list(
         "checkpoint_ns", "type", "checkpoint"
     ):
         versions = serde.loads_typed((kind, bytes(payload))).get("channel_versions", {})
-        for channel, version in versions.items():
-            kept_values |= Q(checkpoint_ns=ns, channel=channel, version=str(version))
+        named.update((ns, channel, str(version)) for channel, version in versions.items())
     LangGraphWrite.objects.using(alias).filter(thread_id=thread_id).exclude(
         kept_checkpoints
     ).delete()
-    LangGraphBlob.objects.using(alias).filter(thread_id=thread_id).exclude(kept_values).delete()
+    values = LangGraphBlob.objects.using(alias).filter(thread_id=thread_id)
+    rows = list(values.values_list("pk", "checkpoint_ns", "channel", "version", "base_version"))
+    kept = _kept_with_bases(rows, named)
+    _delete_pages(values, [row[0] for row in rows if row[0] not in kept])
     checkpoints.exclude(kept_checkpoints).delete()

@@ -38,7 +38,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.threads.dispatch import run_for_sync_caller, run_in_db_thread
 
-from . import copies, reads, removal, writes
+from . import copies, deltas, reads, removal, writes
 
 
 class DjangoSaver(BaseCheckpointSaver[str]):
@@ -49,6 +49,8 @@ class DjangoSaver(BaseCheckpointSaver[str]):
     def __init__(self, *, serde: SerializerProtocol | None = None, using: str | None = None):
         super().__init__(serde=serde)
         self.using = using
+        # The list channels this saver stored, to store the next versions as deltas.
+        self.lists = deltas.Remembered()
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A channel's next version: its counter, zero-padded so that
@@ -98,6 +100,7 @@ class DjangoSaver(BaseCheckpointSaver[str]):
             metadata,
             new_versions,
             using=self.using,
+            memory=self.lists,
         )
 
     def put_writes(
@@ -162,6 +165,7 @@ class DjangoSaver(BaseCheckpointSaver[str]):
             metadata,
             new_versions,
             using=self.using,
+            memory=self.lists,
         )
 
     async def aput_writes(

@@ -10,9 +10,12 @@ Everything a call stores commits together.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
+from operator import or_
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -28,6 +31,7 @@ from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
+from . import deltas
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from .places import EMPTY, blob_place, checkpoint_config, thread_and_namespace, write_place
 
@@ -40,6 +44,7 @@ def put_checkpoint(
     new_versions: ChannelVersions,
     *,
     using: str | None,
+    memory: deltas.Remembered | None = None,
 ) -> RunnableConfig:
     """Store ``checkpoint`` after the one ``config`` names (its parent), and
     the values of the channels in ``new_versions``; the new checkpoint's config."""
@@ -52,12 +57,37 @@ def put_checkpoint(
     stored_metadata: dict[str, Any] = dict(get_serializable_checkpoint_metadata(config, metadata))
     run_id = stored_metadata.get("run_id")
     with transaction.atomic(using=alias):
+        parent_lists = memory.of(thread_id, checkpoint_ns, parent_id) if memory else {}
+        versions = checkpoint.get("channel_versions", {})
+        lists = {
+            channel: stored
+            for channel, stored in parent_lists.items()
+            if str(versions.get(channel)) == stored.version and channel not in new_versions
+        }
         if new_versions:
             seal = codec_for(alias).checkpoint_sealer(thread_id)
+            plans: dict[str, deltas.Plan] = {}
+            if memory is not None:
+                for channel, version in new_versions.items():
+                    if channel in values:
+                        found = deltas.plan(
+                            memory, serde, str(version), values[channel], parent_lists.get(channel)
+                        )
+                        if found is not None:
+                            plans[channel] = found
+                _whole_unless_base_holds(
+                    memory, serde, alias, thread_id, checkpoint_ns, plans, values
+                )
             blobs = []
             for channel, version in new_versions.items():
                 key = str(version)
-                if channel in values:
+                planned = plans.get(channel)
+                if planned is not None:
+                    typed = seal(
+                        blob_place(checkpoint_ns, channel, key), (planned.kind, planned.payload)
+                    )
+                    lists[channel] = planned.stored
+                elif channel in values:
                     typed = seal(
                         blob_place(checkpoint_ns, channel, key), serde.dumps_typed(values[channel])
                     )
@@ -71,6 +101,10 @@ def put_checkpoint(
                         version=key,
                         type=typed[0],
                         blob=typed[1],
+                        base_version=planned.base if planned else None,
+                        anchor_version=planned.anchor if planned else None,
+                        depth=planned.depth if planned else 0,
+                        digest=planned.digest if planned else None,
                     )
                 )
             LangGraphBlob.objects.using(alias).bulk_create(blobs, ignore_conflicts=True)
@@ -92,7 +126,40 @@ def put_checkpoint(
             unique_fields=conflict_target(alias, key_fields),
             update_fields=["parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"],
         )
+    if memory is not None:
+        memory.keep(thread_id, checkpoint_ns, checkpoint["id"], lists)
     return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"])
+
+
+def _whole_unless_base_holds(
+    memory: deltas.Remembered,
+    serde: SerializerProtocol,
+    alias: str,
+    thread_id: str,
+    checkpoint_ns: str,
+    plans: dict[str, deltas.Plan],
+    values: dict[str, Any],
+) -> None:
+    """A delta is kept only when its base row is in the database as this
+    process stored it (its digest), locked until the commit so that no
+    deletion takes it meanwhile; else the value is stored whole."""
+    based = {channel: plan for channel, plan in plans.items() if plan.base is not None}
+    if not based:
+        return
+    where = reduce(or_, (Q(channel=channel, version=plan.base) for channel, plan in based.items()))
+    rows = (
+        LangGraphBlob.objects.using(alias)
+        .select_for_update()
+        .filter(where, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+        .values_list("channel", "version", "digest")
+    )
+    held = {(channel, version): digest for channel, version, digest in rows}
+    for channel, plan in based.items():
+        base_digest = held.get((channel, plan.base or ""))
+        if base_digest is None or memory.digest(base_digest, plan.payload) != plan.digest:
+            whole = deltas.plan(memory, serde, plan.stored.version, values[channel], None)
+            assert whole is not None
+            plans[channel] = whole
 
 
 def put_writes(
