@@ -106,6 +106,7 @@ ENCRYPTED_TESTS = [
     "tests/integrations/test_langgraph_conformance.py",
     "tests/integrations/test_langgraph_saver.py",
     "tests/integrations/test_langgraph_store.py",
+    "tests/integrations/test_langgraph_deltas.py",
 ]
 
 # The plain-ORM SQL dialect (what an unknown database gets), forced on
