@@ -31,7 +31,7 @@ def read_session(adk_session_pk: int) -> Any:
         page.wait_for_url("**/conversation/**")
         event = page.locator("details:has(summary:text-is('ADK event')) pre").first
         seen["labels"] = page.locator(".anvia-block-label").all_inner_texts()
-        seen["page"] = page.locator("ol").first.inner_text()
+        seen["page"] = page.locator("ol.anvia-transcript").inner_text()
         seen["event_visible_before"] = event.is_visible()
         page.locator("summary:text-is('ADK event')").first.click()
         seen["event_visible_after"] = event.is_visible()
