@@ -86,7 +86,11 @@ def empty_tables() -> None:
         import psycopg
 
         with psycopg.connect(pg_conninfo(), autocommit=True) as conn:
-            conn.execute(f"TRUNCATE {', '.join(LIFECYCLE_TABLES + TABLES)} RESTART IDENTITY")
+            # CASCADE: every other table that references conversations (the
+            # integrations' too) is emptied with them.
+            conn.execute(
+                f"TRUNCATE {', '.join(LIFECYCLE_TABLES + TABLES)} RESTART IDENTITY CASCADE"
+            )
             conn.execute(f"VACUUM ANALYZE {TABLES[0]}, {TABLES[2]}")
     elif settings.BACKEND == "mariadb":
         # TRUNCATE refuses tables that foreign keys point at, even empty ones.
