@@ -39,10 +39,15 @@ from anvia_django.models import AgentRun, Conversation, MemorySummary
 from .docs.blocks import Block, documents, python_blocks
 from .docs.offline import offline_models  # noqa: F401 - a fixture
 
-# The docs show LangChain's RunnableWithMessageHistory, which it deprecates.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
-)
+pytestmark = [
+    # The docs show LangChain's RunnableWithMessageHistory, which it deprecates.
+    pytest.mark.filterwarnings(
+        "ignore::langchain_core._api.deprecation.LangChainDeprecationWarning"
+    ),
+    # In the SQLite cells of the three pairs: the docs show the API, which
+    # behaves the same on every database (what differs is tested on each).
+    pytest.mark.sqlite,
+]
 # More than a few fragments would mean the docs are drifting from code.
 MAX_FRAGMENTS = 3
 
