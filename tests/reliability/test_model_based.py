@@ -336,7 +336,7 @@ class StoresAgreeWithLoadLimit(StoresAgree):
 
 
 MACHINE_SETTINGS = settings(
-    max_examples=scaled(ci=30, long=400, smoke=10),
+    max_examples=scaled(ci=20, long=400, smoke=10),
     stateful_step_count=scaled(ci=25, long=60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
