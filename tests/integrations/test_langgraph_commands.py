@@ -240,3 +240,29 @@ def test_commands_without_threads_say_what_they_said_before() -> None:
         "User 'nobody' has no conversations; nothing cleared."
     )
     assert memory("prune", "--older-than", "1d", "--yes").startswith("No conversations")
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=TENANTS)
+def test_export_of_a_tenant_writes_its_threads_alone() -> None:
+    put(ACME_U1, "acme")
+    put(UPPER_U1, "other")
+
+    out = StringIO()
+    call_command("anvia_memory", "export", "--tenant-id", "acme", "-v", "0", stdout=out)
+
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {record["threadId"] for record in records} == {ACME_U1}
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO={"SCOPE": {"metadata_keys": ["tenant_id", "org.id"]}})
+def test_options_naming_another_key_leave_threads_alone_and_say_so() -> None:
+    put(ACME_U1, "acme")
+
+    said = memory("clear", "--user", "u1", "--tenant-id", "acme", "--org-id", "x", "--yes")
+
+    assert "LangGraph threads and store items were left alone" in said
+    assert threads() == {ACME_U1}
+    memory("clear", "--user", "u1", "--tenant-id", "acme", "--yes")
+    assert threads() == set()
