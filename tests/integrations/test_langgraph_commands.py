@@ -4,6 +4,7 @@ and ``clear``, ``erase``, ``prune``, ``export`` and ``sweep`` reach them."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from io import StringIO
@@ -18,7 +19,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from anvia_django.core.memory import InvalidMemoryInputError
 from anvia_django.encryption.keys import owner_of_namespace, owner_of_thread
-from anvia_django.integrations.langgraph import DjangoSaver
+from anvia_django.integrations.langgraph import DjangoSaver, export
 from anvia_django.integrations.langgraph.maintenance import ScopeSelection, thread_ids_of
 from anvia_django.integrations.langgraph.models import (
     LangGraphBlob,
@@ -218,6 +219,21 @@ def test_export_writes_the_users_threads_decoded_and_items() -> None:
     assert latest["pendingWrites"] == [{"taskId": "task-1", "channel": "approved", "value": "yes"}]
     assert records[3]["namespace"] == ["anvia:u=u1:", "memories"]
     assert records[3]["value"] == {"likes": "pizza"}
+
+
+@pytest.mark.django_db
+def test_without_langgraph_a_checkpoint_is_exported_as_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    put(U1, "hi")
+    monkeypatch.setattr(export, "_decoder", lambda alias: export._as_stored)
+
+    records = list(export.iter_thread_records([U1], batch_size=10))
+
+    checkpoint = records[1]
+    assert checkpoint["channelValues"] is None
+    stored = LangGraphCheckpoint.objects.get(thread_id=U1)
+    assert base64.b64decode(checkpoint["stored"]["base64"]) == bytes(stored.checkpoint)
 
 
 @pytest.mark.django_db
