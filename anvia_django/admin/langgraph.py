@@ -4,8 +4,9 @@ decoded (the ``messages`` channel as a transcript), with links to its
 parent and to the thread's history.
 
 Registered only when LangGraph is installed (the ``langgraph`` extra):
-decoding needs its serializer. Threads carry no tenant, so staff whom the
-tenant restriction (``tenants.py``) limits to some tenants see none.
+decoding needs its serializer. Staff whom the tenant restriction
+(``tenants.py``) limits to some tenants see the threads whose ids carry
+one of them (``scoped_thread_id``), and no other.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.utils.safestring import SafeString
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from anvia_django.integrations.langgraph import reads
+from anvia_django.integrations.langgraph.maintenance import visible_threads
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
 from anvia_django.tenants import visible_tenants
 
@@ -53,9 +55,7 @@ class LangGraphCheckpointAdmin(ReadOnlyAdminMixin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         rows = super().get_queryset(request).defer("checkpoint")
-        if visible_tenants(request) is not None:
-            return rows.none()
-        return rows
+        return visible_threads(rows, visible_tenants(request))
 
     @admin.display(description="thread", ordering="thread_id")
     def thread_link(self, obj: LangGraphCheckpoint) -> SafeString:

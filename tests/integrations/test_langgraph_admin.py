@@ -1,7 +1,8 @@
 """LangGraph's checkpoints in the admin: newest first, searchable by
 thread, a checkpoint's channel values decoded (the messages as a
 transcript) with its pending writes, a list whose queries do not grow with
-its rows, and nothing for staff whom the tenant restriction limits."""
+its rows, and for staff whom the tenant restriction limits, the threads
+whose ids carry their tenants alone."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.test import Client, override_settings
 
 from anvia_django.integrations.langgraph import DjangoSaver
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+from anvia_django.integrations.langgraph.scopes import scoped_thread_id
 
 from .langgraph_support import chat_graph, thread
 
@@ -88,13 +90,20 @@ def test_the_list_is_newest_first_searchable_and_its_queries_constant(
 
 
 @override_settings(ANVIA_DJANGO=RESTRICTED)
-def test_staff_limited_to_tenants_see_no_thread(viewer: Client) -> None:
-    chat("t1", "hello")
-    shown = LangGraphCheckpoint.objects.values_list("checkpoint_id", flat=True)[0]
+def test_staff_limited_to_tenants_see_their_tenants_threads(viewer: Client) -> None:
+    acme = scoped_thread_id("chat", user_id="u1", tenant="acme")
+    others = [scoped_thread_id("chat", user_id="u1", tenant=tenant) for tenant in ("Acme", "acme2")]
+    for thread_id in (acme, *others, "plain"):
+        chat(thread_id, "hello")
     superuser = Client()
     superuser.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
-    assert shown in superuser.get(CHECKPOINTS).content.decode()  # may see every tenant
+    every = superuser.get(CHECKPOINTS).content.decode()
+    assert all(thread_id in every for thread_id in (acme, *others, "plain"))
 
     page = viewer.get(CHECKPOINTS)  # acme's staff
     assert page.status_code == 200
-    assert shown not in page.content.decode()
+    shown = page.content.decode()
+    assert acme in shown
+    assert not any(thread_id in shown for thread_id in (*others, "plain"))
+    plain = LangGraphCheckpoint.objects.filter(thread_id="plain").values_list("pk", flat=True)[0]
+    assert viewer.get(f"{CHECKPOINTS}{plain}/change/").status_code in (302, 404)
