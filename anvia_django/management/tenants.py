@@ -33,6 +33,7 @@ RESERVED_OPTIONS = frozenset(
         # anvia_memory's own options, in every subcommand...
         "--user",
         "--session",
+        "--thread",
         "--output",
         "--batch-size",
         "--dry-run",

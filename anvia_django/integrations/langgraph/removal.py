@@ -19,7 +19,7 @@ from operator import or_
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
@@ -168,12 +168,16 @@ class ThreadCounts:
     threads: int = 0
     checkpoints: int = 0
     items: int = 0
+    leftovers: int = 0
+    """Threads a deletion interrupted between its batches left with values
+    but no checkpoint (:func:`delete_leftovers_in_batches`)."""
 
     def __add__(self, other: ThreadCounts) -> ThreadCounts:
         return ThreadCounts(
             self.threads + other.threads,
             self.checkpoints + other.checkpoints,
             self.items + other.items,
+            self.leftovers + other.leftovers,
         )
 
 
@@ -227,6 +231,74 @@ def delete_threads_in_batches(
         if on_batch is not None:
             on_batch(counts)
     return total
+
+
+def delete_leftovers_in_batches(
+    thread_ids: Sequence[str], *, batch_size: int, using: str | None
+) -> list[str]:
+    """The writes, then the values, of those of ``thread_ids`` that have no
+    checkpoint (what :func:`delete_threads_in_batches` interrupted between
+    its batches leaves: its values go last), at most ``batch_size`` rows per
+    transaction; a group's data keys go with its last batch. The threads
+    whose rest was deleted.
+
+    Never a thread that has a checkpoint, or gets one meanwhile: each batch
+    locks its rows, then asks which threads have a checkpoint, and deletes
+    only up to the locked rows of the others, in a statement that asks
+    again. A put commits its values with its checkpoint (``writes.py``), so
+    the rows of a put in flight are either not yet seen (PostgreSQL), or
+    waited for and then seen with their checkpoint (MariaDB's locking
+    read); SQLite runs one writer at a time.
+    """
+    alias = write_alias(using)
+    unique = list(dict.fromkeys(str(thread_id) for thread_id in thread_ids))
+    size = min(batch_size, GROUP)
+    codec = codec_for(alias)
+    done: list[str] = []
+    for start in range(0, len(unique), size):
+        group = unique[start : start + size]
+        group = _delete_rest(LangGraphWrite, alias, group, batch_size)
+        group = _delete_rest(
+            LangGraphBlob, alias, group, batch_size, last=codec.forget_checkpoint_threads
+        )
+        done.extend(group)
+    return done
+
+
+def _delete_rest(
+    model: type[LangGraphWrite] | type[LangGraphBlob],
+    alias: str,
+    group: list[str],
+    batch_size: int,
+    *,
+    last: Callable[[list[str]], None] | None = None,
+) -> list[str]:
+    """``model``'s rows of the threads of ``group`` without a checkpoint, a
+    batch per transaction (``last`` runs in the final one, with the threads
+    still without one); those threads."""
+    rows = model.objects.using(alias)
+    checkpoints = LangGraphCheckpoint.objects.using(alias)
+    while group:
+        with transaction.atomic(using=alias):
+            locked = list(
+                rows.select_for_update()
+                .filter(thread_id__in=group)
+                .order_by("pk")
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            living = set(
+                checkpoints.filter(thread_id__in=group).values_list("thread_id", flat=True)
+            )
+            group = [thread_id for thread_id in group if thread_id not in living]
+            if locked and group:
+                rows.filter(thread_id__in=group, pk__lte=locked[-1]).exclude(
+                    Exists(checkpoints.filter(thread_id=OuterRef("thread_id")))
+                ).delete()
+            if len(locked) < batch_size:
+                if last is not None and group:
+                    last(group)
+                return group
+    return group
 
 
 def delete_in_batches(
