@@ -1,10 +1,13 @@
 """LangGraph's checkpoints in the admin: newest first, searchable by
 thread, a checkpoint's channel values decoded (the messages as a
 transcript) with its pending writes, a list whose queries do not grow with
-its rows, and nothing for staff whom the tenant restriction limits."""
+its rows, and nothing for staff whom the tenant restriction limits. The
+store's items likewise: newest first, by exact namespace, values decoded
+(opened when sealed)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,13 +16,16 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 
 from anvia_django.integrations.langgraph import DjangoSaver
-from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+from anvia_django.integrations.langgraph.models import LangGraphCheckpoint, LangGraphStoreItem
+from anvia_django.integrations.langgraph.store import DjangoStore
+from tests.encryption.support import encryption
 
 from .langgraph_support import chat_graph, thread
 
 pytestmark = pytest.mark.django_db
 
 CHECKPOINTS = "/admin/anvia_django/langgraphcheckpoint/"
+ITEMS = "/admin/anvia_django/langgraphstoreitem/"
 RESTRICTED = {
     "SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]},
     "STAFF_TENANTS": "tests.test_staff_tenants.tenants_for",
@@ -29,7 +35,11 @@ RESTRICTED = {
 @pytest.fixture
 def viewer() -> Client:
     staff = User.objects.create(username="acme-staff", is_staff=True)
-    staff.user_permissions.set(Permission.objects.filter(codename="view_langgraphcheckpoint"))
+    staff.user_permissions.set(
+        Permission.objects.filter(
+            codename__in=["view_langgraphcheckpoint", "view_langgraphstoreitem"]
+        )
+    )
     client = Client()
     client.force_login(staff)
     return client
@@ -98,3 +108,47 @@ def test_staff_limited_to_tenants_see_no_thread(viewer: Client) -> None:
     page = viewer.get(CHECKPOINTS)  # acme's staff
     assert page.status_code == 200
     assert shown not in page.content.decode()
+
+
+def test_store_items_newest_first_by_namespace_with_constant_queries(
+    viewer: Client, django_assert_max_num_queries: Any
+) -> None:
+    store = DjangoStore()
+    store.put(("users", "u1"), "key-older", {"text": "older"})
+    store.put(("users", "u2"), "key-newer", {"text": "newer"})
+
+    html = viewer.get(ITEMS).content.decode()
+    assert html.index("key-newer") < html.index("key-older")
+    found = viewer.get(ITEMS, {"q": "users.u1"}).content.decode()
+    assert "key-older" in found
+    assert "key-newer" not in found
+    assert "users.u1" not in viewer.get(ITEMS, {"q": "users"}).content.decode()  # exact
+
+    with django_assert_max_num_queries(12) as few:
+        viewer.get(ITEMS)
+    store.put(("users", "u3"), "key-third", {"text": "x" * 10_000}, ttl=5)
+    with django_assert_max_num_queries(len(few)) as after:
+        viewer.get(ITEMS)
+    value_read = [query["sql"] for query in after if re.search(r'["`]value["`]', query["sql"])]
+    assert value_read == [], "the list reads no value"
+
+
+def test_a_store_item_shows_its_value_opened_when_sealed(viewer: Client) -> None:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        DjangoStore().put(("users", "u1"), "prefs", {"note": "the <b>launch</b> code"})
+        item = LangGraphStoreItem.objects.get(key="prefs")
+        assert b"launch" not in bytes(item.value)  # sealed
+
+        html = viewer.get(f"{ITEMS}{item.pk}/change/").content.decode()
+
+    assert "the &lt;b&gt;launch&lt;/b&gt; code" in html  # opened, escaped
+    assert "users.u1" in html
+
+
+@override_settings(ANVIA_DJANGO=RESTRICTED)
+def test_staff_limited_to_tenants_see_no_store_item(viewer: Client) -> None:
+    DjangoStore().put(("users", "u1"), "prefs", {"note": "hidden"})
+    item = LangGraphStoreItem.objects.get(key="prefs")
+
+    assert "prefs" not in viewer.get(ITEMS).content.decode()
+    assert viewer.get(f"{ITEMS}{item.pk}/change/").status_code == 302  # "does not exist"

@@ -27,7 +27,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.codec import Codec, codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
@@ -96,13 +96,9 @@ def _read(
     codec = codec_for(alias)
     items = []
     for _, namespace, key, stored, created_at, updated_at, _ttl in found:
-        data = bytes(stored)
-        if not data.startswith(b"{"):  # sealed
-            opened = codec.open_checkpoint_value(namespace, item_place(key), ("sealed", data))
-            data = opened[1] or b"{}"
         items.append(
             Item(
-                value=json.loads(data),
+                value=opened_value(codec, namespace, key, stored),
                 key=key,
                 namespace=namespace_of(namespace),
                 created_at=created_at,
@@ -110,6 +106,15 @@ def _read(
             )
         )
     return items
+
+
+def opened_value(codec: Codec, namespace: str, key: str, stored: Any) -> Any:
+    """A stored item's value: its JSON, opened first when it is sealed."""
+    data = bytes(stored)
+    if not data.startswith(b"{"):  # sealed
+        opened = codec.open_checkpoint_value(namespace, item_place(key), ("sealed", data))
+        data = opened[1] or b"{}"
+    return json.loads(data)
 
 
 def _refresh(alias: str, rows: list[tuple[int, float]], now: datetime) -> None:
