@@ -70,9 +70,9 @@ class LangGraphThreadViewSet(InspectorViewSet):
     known_query_params = THREAD_QUERY_PARAMS
 
     def get_view_name(self) -> str:
-        return {"list": "LangGraph threads", "retrieve": "LangGraph thread"}.get(
-            self.action or "", "LangGraph checkpoint"
-        )
+        # By the route's suffix, which the browsable API's breadcrumbs set too.
+        names = {"List": "LangGraph threads", "Instance": "LangGraph thread"}
+        return names.get(getattr(self, "suffix", None) or "", "LangGraph checkpoint")
 
     @documented("langgraph-threads")
     def list(self, request: Request) -> Response:

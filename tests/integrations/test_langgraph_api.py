@@ -9,6 +9,7 @@ more than the requests that read them): each test only reads it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,9 +187,17 @@ def test_what_is_not_stored_is_a_404_and_bad_parameters_a_400(staff: APIClient) 
 
 
 @pytest.mark.usefixtures("seeded")
-def test_the_root_links_the_threads(staff: APIClient) -> None:
+def test_the_root_links_the_threads_and_a_browser_reads_them(staff: APIClient) -> None:
     links = staff.get("/anvia/api/").json()
     assert links["langgraphThreads"] == f"http://testserver{THREADS}"
+    for url in urls():  # and a browser gets the browsable page of each
+        paged = {"limit": "1"} if url == THREADS else {}
+        page = staff.get(url, {"format": "api", **paged})
+        assert page.status_code == 200
+        assert "text/html" in page["Content-Type"]
+    crumbs = page.content.decode().split('class="breadcrumb"')[1].split("</ul>")[0]
+    names = re.findall(r"<a [^>]*>([^<]+)</a>", crumbs)
+    assert names[-3:] == ["LangGraph threads", "LangGraph thread", "LangGraph checkpoint"]
 
 
 def urls() -> list[str]:
