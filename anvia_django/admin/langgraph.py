@@ -4,8 +4,9 @@ decoded (the ``messages`` channel as a transcript), with links to its
 parent and to the thread's history.
 
 Registered only when LangGraph is installed (the ``langgraph`` extra):
-decoding needs its serializer. Threads carry no tenant, so staff whom the
-tenant restriction (``tenants.py``) limits to some tenants see none.
+decoding needs its serializer. Staff whom the tenant restriction
+(``tenants.py``) limits to some tenants see the threads whose ids carry
+one of them (``scoped_thread_id``), and no other.
 """
 
 from __future__ import annotations

@@ -3,12 +3,14 @@ recently written first, searchable by exact namespace, each page showing
 the value decoded (opened first when encryption at rest sealed it).
 
 The list never reads a value, so its queries do not grow with its rows.
-Namespaces carry no tenant: staff whom the tenant restriction
-(``tenants.py``) limits to some tenants see no item, as for threads.
+Staff whom the tenant restriction (``tenants.py``) limits to some tenants
+see the items of namespaces that carry one of them (``scoped_namespace``),
+as for threads.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -16,8 +18,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
+from anvia_django.integrations.langgraph.maintenance import visible_items
 from anvia_django.integrations.langgraph.models import LangGraphStoreItem
-from anvia_django.integrations.langgraph.store_items import opened_value
+from anvia_django.integrations.langgraph.places import opened_item
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.inspector.unreadable import unopenable_errors
@@ -49,15 +52,13 @@ class LangGraphStoreItemAdmin(ReadOnlyAdminMixin):
         match = request.resolver_match
         if match is not None and (match.url_name or "").endswith("_changelist"):
             rows = rows.defer("value")  # the list shows no value
-        if visible_tenants(request) is not None:
-            return rows.none()
-        return rows
+        return visible_items(rows, visible_tenants(request))
 
     @admin.display(description="value")
     def value_shown(self, obj: LangGraphStoreItem) -> SafeString:
         codec = codec_for(read_alias(obj._state.db))
         try:
-            value = opened_value(codec, obj.namespace, obj.key, obj.value)
+            value = json.loads(opened_item(codec, obj.namespace, obj.key, obj.value))
         except unopenable_errors() as error:
             return unreadable_mark(obj.pk, type(error).__name__, "store item")
         return pretty_json(value)

@@ -1,9 +1,10 @@
 """LangGraph's checkpoints in the admin: newest first, searchable by
 thread, a checkpoint's channel values decoded (the messages as a
 transcript) with its pending writes, a list whose queries do not grow with
-its rows, and nothing for staff whom the tenant restriction limits. The
-store's items likewise: newest first, by exact namespace, values decoded
-(opened when sealed)."""
+its rows, and for staff whom the tenant restriction limits, the threads
+whose ids carry their tenants alone. The store's items likewise: newest
+first, by exact namespace, values decoded (opened when sealed), their
+tenants' namespaces alone for tenant-limited staff."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.test import Client, override_settings
 
 from anvia_django.integrations.langgraph import DjangoSaver
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint, LangGraphStoreItem
+from anvia_django.integrations.langgraph.scopes import scoped_namespace, scoped_thread_id
 from anvia_django.integrations.langgraph.store import DjangoStore
 from tests.encryption.support import encryption
 
@@ -98,16 +100,23 @@ def test_the_list_is_newest_first_searchable_and_its_queries_constant(
 
 
 @override_settings(ANVIA_DJANGO=RESTRICTED)
-def test_staff_limited_to_tenants_see_no_thread(viewer: Client) -> None:
-    chat("t1", "hello")
-    shown = LangGraphCheckpoint.objects.values_list("checkpoint_id", flat=True)[0]
+def test_staff_limited_to_tenants_see_their_tenants_threads(viewer: Client) -> None:
+    acme = scoped_thread_id("chat", user_id="u1", tenant="acme")
+    others = [scoped_thread_id("chat", user_id="u1", tenant=tenant) for tenant in ("Acme", "acme2")]
+    for thread_id in (acme, *others, "plain"):
+        chat(thread_id, "hello")
     superuser = Client()
     superuser.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
-    assert shown in superuser.get(CHECKPOINTS).content.decode()  # may see every tenant
+    every = superuser.get(CHECKPOINTS).content.decode()
+    assert all(thread_id in every for thread_id in (acme, *others, "plain"))
 
     page = viewer.get(CHECKPOINTS)  # acme's staff
     assert page.status_code == 200
-    assert shown not in page.content.decode()
+    shown = page.content.decode()
+    assert acme in shown
+    assert not any(thread_id in shown for thread_id in (*others, "plain"))
+    plain = LangGraphCheckpoint.objects.filter(thread_id="plain").values_list("pk", flat=True)[0]
+    assert viewer.get(f"{CHECKPOINTS}{plain}/change/").status_code in (302, 404)
 
 
 def test_store_items_newest_first_by_namespace_with_constant_queries(
@@ -146,9 +155,16 @@ def test_a_store_item_shows_its_value_opened_when_sealed(viewer: Client) -> None
 
 
 @override_settings(ANVIA_DJANGO=RESTRICTED)
-def test_staff_limited_to_tenants_see_no_store_item(viewer: Client) -> None:
-    DjangoStore().put(("users", "u1"), "prefs", {"note": "hidden"})
-    item = LangGraphStoreItem.objects.get(key="prefs")
+def test_staff_limited_to_tenants_see_their_tenants_store_items(viewer: Client) -> None:
+    store = DjangoStore()
+    store.put(scoped_namespace("memories", user_id="u1", tenant="acme"), "key-acme", {"n": 1})
+    store.put(scoped_namespace("memories", user_id="u1", tenant="acme2"), "key-other", {"n": 2})
+    store.put(("users", "u1"), "key-plain", {"n": 3})
+    plain = LangGraphStoreItem.objects.get(key="key-plain")
 
-    assert "prefs" not in viewer.get(ITEMS).content.decode()
-    assert viewer.get(f"{ITEMS}{item.pk}/change/").status_code == 302  # "does not exist"
+    shown = viewer.get(ITEMS).content.decode()  # acme's staff
+
+    assert "key-acme" in shown
+    assert "key-other" not in shown
+    assert "key-plain" not in shown
+    assert viewer.get(f"{ITEMS}{plain.pk}/change/").status_code == 302  # "does not exist"

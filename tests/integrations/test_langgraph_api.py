@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -22,6 +23,7 @@ from rest_framework.test import APIClient
 from anvia_django.encryption.envelope import DecryptionError
 from anvia_django.integrations.langgraph import DjangoSaver
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+from anvia_django.integrations.langgraph.scopes import scoped_thread_id
 from anvia_django.persistence.threads.dispatch import close_db_threads
 from tests.api_client import follow_all, next_url
 from tests.encryption.support import encryption
@@ -35,22 +37,25 @@ RESTRICTED = {
     "SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]},
     "STAFF_TENANTS": "tests.test_staff_tenants.tenants_for",
 }
-SEEDED = ("t-one", "t-many", "t-review", "t-copy")
+ACME = scoped_thread_id("chat", user_id="ana@example.com", tenant="acme")  # holds "%2E"
+OTHER_TENANT = scoped_thread_id("chat", user_id="u1", tenant="acme2")
+SEEDED = ("t-one", "t-many", "t-review", "t-copy", ACME, OTHER_TENANT)
 
 
 def history_url(thread_id: str) -> str:
-    return f"{THREADS}{thread_id}/"
+    return f"{THREADS}{quote(thread_id, safe='')}/"
 
 
 def checkpoint_url(thread_id: str, checkpoint_id: str) -> str:
-    return f"{THREADS}{thread_id}/checkpoints/{checkpoint_id}/"
+    return f"{history_url(thread_id)}checkpoints/{checkpoint_id}/"
 
 
 @pytest.fixture(scope="module")
 def seeded(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """t-one (one turn), t-many (three), t-review (a turn waiting for a
-    human: a pending interrupt) and t-copy (t-many copied: the same
-    checkpoint ids in another thread, a tie in the thread list)."""
+    human: a pending interrupt), t-copy (t-many copied: the same checkpoint
+    ids in another thread, a tie in the thread list) and t-one copied to a
+    thread of tenant acme and one of tenant acme2."""
     with django_db_blocker.unblock():
         saver = DjangoSaver()
         try:
@@ -61,6 +66,8 @@ def seeded(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
             review = chat_graph(saver, review=True)
             async_to_sync(review.ainvoke)({"messages": [("user", "refund 42")]}, thread("t-review"))
             saver.copy_thread("t-many", "t-copy")
+            for scoped in (ACME, OTHER_TENANT):
+                saver.copy_thread("t-one", scoped)
             yield
         finally:
             for thread_id in SEEDED:
@@ -165,7 +172,7 @@ def test_what_is_not_stored_is_a_404_and_bad_parameters_a_400(staff: APIClient) 
     latest = checkpoint_ids("t-one")[0]
     for url, params in [
         (history_url("nope"), {}),
-        (history_url("t-one%00"), {}),
+        (history_url("t-one\x00"), {}),
         (checkpoint_url("t-one", "nope"), {}),
         (checkpoint_url("nope", latest), {}),
         (checkpoint_url("t-one", latest), {"checkpointNs": "child"}),
@@ -221,22 +228,31 @@ def test_the_apis_permissions_apply(client: Any) -> None:
 
 @pytest.mark.usefixtures("seeded")
 @override_settings(ANVIA_DJANGO=RESTRICTED)
-def test_staff_limited_to_tenants_see_no_thread() -> None:
+def test_staff_limited_to_tenants_see_their_tenants_threads_alone() -> None:
     superuser, acme = APIClient(), APIClient()
     superuser.force_authenticate(User.objects.create_user("root", is_staff=True, is_superuser=True))
     acme.force_authenticate(User.objects.create_user("acme-staff", is_staff=True))
+    acme_latest = checkpoint_ids(ACME)[0]
 
     assert len(superuser.get(THREADS).json()) == len(SEEDED)  # may see every tenant
     assert {superuser.get(url).status_code for url in urls()} == {200}
-    assert acme.get(THREADS).json() == []
-    assert [acme.get(url).status_code for url in urls()[1:]] == [404, 404]
+    assert [row["threadId"] for row in acme.get(THREADS).json()] == [ACME]
+    assert acme.get(history_url(ACME)).status_code == 200
+    assert acme.get(checkpoint_url(ACME, acme_latest)).status_code == 200
+    assert [acme.get(url).status_code for url in urls()[1:]] == [404, 404]  # t-one
+    assert acme.get(history_url(OTHER_TENANT)).status_code == 404
 
 
 @pytest.mark.usefixtures("seeded")
 @override_settings(ANVIA_DJANGO={"INSPECTOR_OWNER_MODE": True})
-def test_owner_mode_shows_no_thread(staff: APIClient) -> None:
-    assert staff.get(THREADS).json() == []
-    assert [staff.get(url).status_code for url in urls()[1:]] == [404, 404]
+def test_owner_mode_shows_the_callers_threads_alone(staff: APIClient) -> None:
+    mine = scoped_thread_id("mine", user_id=str(User.objects.get(username="staff").pk))
+    DjangoSaver().copy_thread("t-one", mine)
+
+    assert [row["threadId"] for row in staff.get(THREADS).json()] == [mine]
+    assert staff.get(history_url(mine)).status_code == 200
+    assert [staff.get(url).status_code for url in urls()[1:]] == [404, 404]  # t-one
+    assert staff.get(history_url(ACME)).status_code == 404  # ana's
 
 
 @pytest.mark.usefixtures("seeded")

@@ -1,13 +1,17 @@
 """Where a config points: its thread and namespace, and the config of a
 stored checkpoint; the place of a stored value in its thread or namespace
-(what a sealed value is bound to); a binary column's value as bytes."""
+(what a sealed value is bound to); a binary column's value as bytes; a
+store item's value opened. Imports LangGraph only for type checking."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.base import SerializerProtocol
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from anvia_django.persistence.codec import Codec
 
 EMPTY = "empty"
 """The type of a blob whose channel had no value at its version."""
@@ -49,3 +53,15 @@ def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) 
 def item_place(key: str) -> str:
     """A store item's place in its namespace (which takes a thread's part)."""
     return f"item\x00{key}"
+
+
+SEALED_ITEM = "sealed"
+
+
+def opened_item(codec: Codec, namespace: str, key: str, stored: object) -> bytes:
+    """A store item's value column as its JSON bytes (opened when sealed)."""
+    data = as_bytes(stored) or b""
+    if data.startswith(b"{"):  # stored plain
+        return data
+    opened = codec.open_checkpoint_value(namespace, item_place(key), (SEALED_ITEM, data))
+    return opened[1] or b"{}"

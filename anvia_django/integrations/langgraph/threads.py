@@ -26,6 +26,7 @@ from anvia_django.persistence import TenantRestriction
 from anvia_django.persistence.databases import read_alias
 from anvia_django.persistence.inspector.rows import as_utc
 
+from .maintenance import ScopeSelection, visible_threads
 from .models import LangGraphCheckpoint
 from .reads import StoredCheckpoint
 
@@ -37,15 +38,19 @@ K = TypeVar("K")
 def visible(
     rows: QuerySet[M], *, tenants: TenantRestriction | None, owner: str | None = None
 ) -> QuerySet[M]:
-    """The rows of LangGraph's tables a reader may see: ``tenants`` from the
-    ``STAFF_TENANTS`` hook (``None``: every tenant), ``owner`` the user id
-    owner mode limits an API caller to (``None``: not limited).
+    """The rows of LangGraph's thread tables a reader may see: ``tenants``
+    from the ``STAFF_TENANTS`` hook (``None``: every tenant), ``owner`` the
+    user id owner mode limits an API caller to (``None``: not limited).
 
-    Threads carry neither a tenant nor a user: a reader limited to some
-    tenants, or to their own rows, sees none."""
-    if tenants is not None or owner is not None:
-        return rows.none()
-    return rows
+    A thread's tenant and user are those its id carries (``scoped_thread_id``,
+    ``scopes.py``): a reader limited to some tenants sees the threads of
+    those tenants, an owner the threads naming them as user (in any tenant
+    the tenant restriction leaves), and neither any thread whose id carries
+    none. Exact prefixes of the indexed ``thread_id`` (``maintenance.py``)."""
+    shown: QuerySet[M] = visible_threads(rows, tenants)
+    if owner is not None:
+        shown = ScopeSelection(user_id=owner).narrow(shown, "thread_id")
+    return shown
 
 
 @dataclass(frozen=True, slots=True)
