@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.core.management import CommandError
 from django.core.management.base import OutputWrapper
@@ -37,7 +36,6 @@ from .jsonl import json_line
 from .progress import Progress
 from .tenants import ALL_TENANTS, SHOWN, TenantChoice, option_names
 from .tenants import describe as describe_tenants
-from .transcript import content_text, terminal_safe
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,59 +240,3 @@ def _require_one_tenant(plan: GraphPlan, choice: TenantChoice, *, subject: str, 
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def show_thread(out: OutputWrapper, thread_id: str) -> None:
-    """``show --thread``: the thread's latest checkpoint (of the graph, not
-    a subgraph) and its ``messages`` channel, readably; values are decoded
-    as the export decodes them (LangGraph's default serializer)."""
-    plan_thread(out, thread_id, TenantChoice())
-    try:
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-        from anvia_django.integrations.langgraph import reads
-    except ImportError:
-        raise CommandError(
-            "show --thread decodes checkpoints with LangGraph: install the langgraph extra."
-        ) from None
-    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    found = reads.latest_or_named(JsonPlusSerializer(), config, using=read_alias(None))
-    if found is None:
-        raise CommandError(
-            f"LangGraph thread {thread_id!r} has no checkpoint left (a deletion was "
-            "interrupted): clear --thread, prune or sweep deletes the rest."
-        )
-    scope = thread_scope_of(thread_id)
-    values = found.checkpoint["channel_values"]
-    messages = values.get("messages")
-    lines = [
-        f"Thread      {thread_id}",
-        f"User        {scope.user_id if scope and scope.user_id else '-'}",
-        f"Tenant      {scope.tenant if scope and scope.tenant else '-'}",
-        f"Checkpoints {maintenance.count_checkpoints([thread_id])}",
-        f"Latest      {found.checkpoint['id']} (step {found.metadata.get('step', '?')}, "
-        f"{found.checkpoint['ts']})",
-    ]
-    if isinstance(messages, list):
-        lines += [f"Messages    {len(messages)}", ""]
-        for index, message in enumerate(messages):
-            lines += _message_lines(index, message)
-    else:
-        lines.append(f"Channels    {', '.join(sorted(values)) or '-'} (no messages channel)")
-    for line in lines:
-        out.write(terminal_safe(line))
-
-
-def _message_lines(index: int, message: Any) -> list[str]:
-    """A LangChain message as ``show`` writes a stored one (``transcript.py``)."""
-    role = str(getattr(message, "type", type(message).__name__))
-    label = f"[{index}] {role}"
-    if role == "tool":
-        label += f" {getattr(message, 'name', None) or '?'} "
-        label += f"(call {getattr(message, 'tool_call_id', '?')})"
-    text = content_text(getattr(message, "content", message))
-    lines = [f"{label}: {text}" if text else label]
-    for call in getattr(message, "tool_calls", None) or []:
-        arguments = content_text(call.get("args", {}))
-        lines.append(f"    -> {call.get('name', '?')}({arguments}) [call {call.get('id', '?')}]")
-    return lines

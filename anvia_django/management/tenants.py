@@ -34,6 +34,7 @@ RESERVED_OPTIONS = frozenset(
         "--user",
         "--session",
         "--thread",
+        "--threads",
         "--output",
         "--batch-size",
         "--dry-run",

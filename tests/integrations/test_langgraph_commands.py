@@ -427,12 +427,15 @@ def test_show_thread_prints_its_latest_messages() -> None:
     assert lines[5:] == [
         "Messages    2",
         "",
-        "[0] human: hi\\x1b[2J",
-        "[1] human: where is order 42?",
+        "[0] user: hi\\x1b[2J",
+        "[1] user: where is order 42?",
     ]
     assert memory("show", "--thread", "counter").splitlines()[-1] == (
-        "Channels    count (no messages channel)"
+        "Channels    count (no messages)"
     )
+    LangGraphCheckpoint.objects.filter(thread_id="counter").delete()
+    with pytest.raises(CommandError, match="'counter' has no checkpoint left"):
+        memory("show", "--thread", "counter")
     for args, refusal in (
         (("show", "--thread", "nobody"), "No LangGraph thread has the id 'nobody'"),
         (("show",), "one of them"),
@@ -440,3 +443,19 @@ def test_show_thread_prints_its_latest_messages() -> None:
     ):
         with pytest.raises(CommandError, match=refusal):
             memory(*args)
+
+
+@pytest.mark.django_db
+def test_list_threads_lists_the_newest_first() -> None:
+    assert memory("list", "--threads").strip() == "No LangGraph threads."
+    put(U1, "mine", steps=2)
+    put(ACME_U10, "theirs")
+
+    lines = memory("list", "--threads").splitlines()
+
+    assert lines[0].split() == ["UPDATED", "CHECKPOINTS", "THREAD"]
+    assert [line.split()[1:] for line in lines[1:]] == [["1", ACME_U10], ["2", U1]]
+    assert [
+        line.split()[2] for line in memory("list", "--threads", "--user", "u1").splitlines()[1:]
+    ] == [U1]
+    assert len(memory("list", "--threads", "--limit", "1").splitlines()) == 2

@@ -16,7 +16,7 @@ from django.core.management import BaseCommand, CommandError, CommandParser
 
 from anvia_django.conf import ID_MAX_LENGTH
 from anvia_django.core.memory import InvalidMemoryInputError
-from anvia_django.management import key_ops, langgraph_ops, memory_ops, usage
+from anvia_django.management import key_ops, langgraph_ops, langgraph_views, memory_ops, usage
 from anvia_django.management.durations import parse_age
 from anvia_django.management.pipes import EXIT_BROKEN_PIPE, closed_stdout, quiet_stdout
 from anvia_django.management.tenants import add_tenant_options, tenant_choice
@@ -130,8 +130,18 @@ class Command(BaseCommand):
             metavar="{list,show,export,clear,prune,sweep,usage,erase,rotate-keys}",
         )
 
-        listing = self._subcommand(actions, "list", "Conversations, most recently updated first.")
+        listing = self._subcommand(
+            actions,
+            "list",
+            "Conversations, most recently updated first (or LangGraph threads).",
+        )
         listing.add_argument("--user", dest="user_id", type=identifier, help="Only this user's.")
+        listing.add_argument(
+            "--threads",
+            action="store_true",
+            help="LangGraph threads instead, the newest checkpoint first (with --user: "
+            "those whose id carries the user).",
+        )
         listing.add_argument(
             "--limit", type=positive_int, default=DEFAULT_LIST_LIMIT, help="At most this many."
         )
@@ -272,14 +282,17 @@ class Command(BaseCommand):
         action: str = options["action"]
         verbosity: int = options["verbosity"]
         if action == "list":
-            memory_ops.list_conversations(
-                self.stdout, user_id=options["user_id"], limit=options["limit"]
+            lister = (
+                langgraph_views.list_threads
+                if options["threads"]
+                else memory_ops.list_conversations
             )
+            lister(self.stdout, user_id=options["user_id"], limit=options["limit"])
         elif action == "show":
             if (options["session"] is None) == (options["thread"] is None):
                 raise CommandError("show takes a session id or ref, or --thread: one of them.")
             if options["thread"] is not None:
-                langgraph_ops.show_thread(self.stdout, options["thread"])
+                langgraph_views.show_thread(self.stdout, options["thread"])
             else:
                 memory_ops.show_conversation(self.stdout, session=options["session"])
         elif action == "export":
