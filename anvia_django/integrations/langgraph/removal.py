@@ -19,7 +19,7 @@ from operator import or_
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Exists, Max, Q, QuerySet
 
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
@@ -236,69 +236,63 @@ def delete_threads_in_batches(
 def delete_leftovers_in_batches(
     thread_ids: Sequence[str], *, batch_size: int, using: str | None
 ) -> list[str]:
-    """The writes, then the values, of those of ``thread_ids`` that have no
+    """The writes, then the values, of each of ``thread_ids`` that has no
     checkpoint (what :func:`delete_threads_in_batches` interrupted between
     its batches leaves: its values go last), at most ``batch_size`` rows per
-    transaction; a group's data keys go with its last batch. The threads
-    whose rest was deleted.
+    transaction, its data key with the last. The threads whose rest went.
 
     Never a thread that has a checkpoint, or gets one meanwhile: each batch
-    locks its rows, then asks which threads have a checkpoint, and deletes
-    only up to the locked rows of the others, in a statement that asks
-    again. A put commits its values with its checkpoint (``writes.py``), so
-    the rows of a put in flight are either not yet seen (PostgreSQL), or
-    waited for and then seen with their checkpoint (MariaDB's locking
-    read); SQLite runs one writer at a time.
+    locks its rows (by the thread's unique index, never a scan of the
+    table), then asks whether the thread has a checkpoint, and deletes the
+    locked rows alone, in a statement that asks again. A put commits its
+    values with its checkpoint (``writes.py``): the rows of a put in flight
+    are not among the locked ones (PostgreSQL does not see them; MariaDB's
+    locking read waits for them, then sees their checkpoint too); SQLite
+    runs one writer at a time.
     """
     alias = write_alias(using)
-    unique = list(dict.fromkeys(str(thread_id) for thread_id in thread_ids))
-    size = min(batch_size, GROUP)
-    codec = codec_for(alias)
-    done: list[str] = []
-    for start in range(0, len(unique), size):
-        group = unique[start : start + size]
-        group = _delete_rest(LangGraphWrite, alias, group, batch_size)
-        group = _delete_rest(
-            LangGraphBlob, alias, group, batch_size, last=codec.forget_checkpoint_threads
-        )
-        done.extend(group)
-    return done
+    forget = codec_for(alias).forget_checkpoint_threads
+    return [
+        thread_id
+        for thread_id in dict.fromkeys(str(thread_id) for thread_id in thread_ids)
+        if _delete_rest(LangGraphWrite, alias, thread_id, batch_size)
+        and _delete_rest(LangGraphBlob, alias, thread_id, batch_size, last=forget)
+    ]
+
+
+_UNIQUE_KEYS: dict[type[Any], tuple[str, ...]] = {
+    LangGraphWrite: ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+    LangGraphBlob: ("checkpoint_ns", "channel", "version"),
+}
+"""Each table's unique key after ``thread_id``: a thread's rows in its index's order."""
 
 
 def _delete_rest(
     model: type[LangGraphWrite] | type[LangGraphBlob],
     alias: str,
-    group: list[str],
+    thread_id: str,
     batch_size: int,
     *,
     last: Callable[[list[str]], None] | None = None,
-) -> list[str]:
-    """``model``'s rows of the threads of ``group`` without a checkpoint, a
-    batch per transaction (``last`` runs in the final one, with the threads
-    still without one); those threads."""
-    rows = model.objects.using(alias)
-    checkpoints = LangGraphCheckpoint.objects.using(alias)
-    while group:
+) -> bool:
+    """``model``'s rows of ``thread_id`` while it has no checkpoint, a batch
+    per transaction (``last`` runs in the final one); whether it had none."""
+    rows = model.objects.using(alias).filter(thread_id=thread_id)
+    checkpoints = LangGraphCheckpoint.objects.using(alias).filter(thread_id=thread_id)
+    while True:
         with transaction.atomic(using=alias):
             locked = list(
                 rows.select_for_update()
-                .filter(thread_id__in=group)
-                .order_by("pk")
+                .order_by(*_UNIQUE_KEYS[model])
                 .values_list("pk", flat=True)[:batch_size]
             )
-            living = set(
-                checkpoints.filter(thread_id__in=group).values_list("thread_id", flat=True)
-            )
-            group = [thread_id for thread_id in group if thread_id not in living]
-            if locked and group:
-                rows.filter(thread_id__in=group, pk__lte=locked[-1]).exclude(
-                    Exists(checkpoints.filter(thread_id=OuterRef("thread_id")))
-                ).delete()
+            if checkpoints.exists():
+                return False
+            _delete_pages(rows.exclude(Exists(checkpoints)), locked)
             if len(locked) < batch_size:
-                if last is not None and group:
-                    last(group)
-                return group
-    return group
+                if last is not None:
+                    last([thread_id])
+                return True
 
 
 def delete_in_batches(
