@@ -171,8 +171,6 @@ def sweep(out: OutputWrapper, *, dry_run: bool, batch_size: int) -> None:
     """``sweep``: delete the store items whose TTL has passed, and what
     interrupted deletions left of threads (values without a checkpoint)."""
     leftovers = maintenance.leftover_thread_ids(ScopeSelection())
-    rest = f" and the rest of {_plural(len(leftovers), 'half-deleted LangGraph thread')}"
-    rest = rest if leftovers else ""
     if dry_run:
         from django.utils import timezone
 
@@ -182,14 +180,17 @@ def sweep(out: OutputWrapper, *, dry_run: bool, batch_size: int) -> None:
             .count()
         )
         out.write(
-            f"Would delete {_plural(expired, 'expired store item')}{rest} "
+            f"Would delete {_plural(expired, 'expired store item')}{_rest(len(leftovers))} "
             "(dry run; nothing deleted)."
         )
         return
     deleted = maintenance.sweep_expired(using=None, batch_size=batch_size)
     done = delete_leftovers_in_batches(leftovers, batch_size=batch_size, using=None)
-    rest = f" and the rest of {_plural(len(done), 'half-deleted LangGraph thread')}" if done else ""
-    out.write(f"Deleted {_plural(deleted, 'expired store item')}{rest}.")
+    out.write(f"Deleted {_plural(deleted, 'expired store item')}{_rest(len(done))}.")
+
+
+def _rest(leftovers: int) -> str:
+    return f" and {describe(ThreadCounts(leftovers=leftovers))}" if leftovers else ""
 
 
 def _selection(
