@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 from django.utils import timezone
 from langchain_core.messages import HumanMessage
@@ -291,14 +292,11 @@ def test_options_naming_another_key_leave_threads_alone_and_say_so() -> None:
 def interrupt_after_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     """The next thread deletion stops once its checkpoints are gone, as a
     killed ``prune`` does between its batches."""
-    real = removal.delete_in_batches
 
-    def stopping(rows: Any, order: str, batch_size: int, **kwargs: Any) -> int:
-        if rows.model is not LangGraphCheckpoint:
-            raise KeyboardInterrupt
-        return real(rows, order, batch_size, **kwargs)
+    def stopping(*args: Any) -> None:
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(removal, "delete_in_batches", stopping)
+    monkeypatch.setattr(removal, "_delete_group_rest", stopping)
 
 
 @pytest.mark.django_db
@@ -346,6 +344,8 @@ def test_threads_with_a_checkpoint_or_writes_alone_are_not_leftovers(
 
     with django_capture_on_commit_callbacks(execute=True):
         assert removal.delete_leftovers_in_batches(found, batch_size=1, using=None) == []
+    for batch_size in (1, 500):  # thread by thread, and the group in one transaction
+        removal._delete_group_rest(DEFAULT_DB_ALIAS, ["gone"], batch_size)
     assert LangGraphBlob.objects.filter(thread_id="gone").count() == 2
     assert owner_of_thread("gone") in set(DataKey.objects.values_list("owner", flat=True))
     assert "Would delete 0 expired store items (dry run" in memory("sweep", "--dry-run")

@@ -11,15 +11,15 @@ Imports LangGraph only for type checking: the commands use it without the extra.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial, reduce
+from functools import reduce
 from operator import or_
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Exists, Max, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
@@ -195,7 +195,8 @@ def delete_threads_in_batches(
     Threads go in groups (at most ``batch_size``, and :data:`GROUP`): a
     group's checkpoints first, oldest first (its latest stays readable
     until the last batch), then its writes and values, which no checkpoint
-    names any more; the group's data keys go when its last batch commits.
+    names any more (:func:`_delete_group_rest`); each thread's data key
+    goes when its last batch commits.
     ``still`` narrows a group to the threads that still qualify (a
     retention cutoff) before any of it goes. A failure stops at a batch
     boundary: a thread left without checkpoints reads as deleted, and
@@ -216,16 +217,7 @@ def delete_threads_in_batches(
             "checkpoint_id",
             batch_size,
         )
-        delete_in_batches(
-            LangGraphWrite.objects.using(alias).filter(thread_id__in=group), "pk", batch_size
-        )
-        codec = codec_for(alias)
-        delete_in_batches(
-            LangGraphBlob.objects.using(alias).filter(thread_id__in=group),
-            "pk",
-            batch_size,
-            last=partial(codec.forget_checkpoint_threads, group),
-        )
+        _delete_group_rest(alias, group, batch_size)
         counts = ThreadCounts(len(group), checkpoints)
         total += counts
         if on_batch is not None:
@@ -258,6 +250,50 @@ def delete_leftovers_in_batches(
         if _delete_rest(LangGraphWrite, alias, thread_id, batch_size)
         and _delete_rest(LangGraphBlob, alias, thread_id, batch_size, last=forget)
     ]
+
+
+def _delete_group_rest(alias: str, group: list[str], batch_size: int) -> None:
+    """The writes and values of ``group``'s threads, whose checkpoints are
+    gone: threads packed into transactions of at most ``batch_size`` rows,
+    each a ``thread_id IN`` list (the index's); a thread bigger than a batch
+    alone, in its index's order (:func:`_delete_rest`: ordered by the
+    primary key, PostgreSQL and MariaDB read the table's key from its start
+    for every batch). A thread that has a checkpoint again (a writer made
+    it anew meanwhile) keeps its rows and its key."""
+    forget = codec_for(alias).forget_checkpoint_threads
+    sizes: Counter[str] = Counter()
+    for model in _UNIQUE_KEYS:
+        rows = model.objects.using(alias).filter(thread_id__in=group)
+        sizes.update(
+            dict(rows.values("thread_id").annotate(n=Count("pk")).values_list("thread_id", "n"))
+        )
+    packed: list[str] = []
+    held = 0
+    for thread_id in group:
+        if sizes[thread_id] > batch_size:
+            if _delete_rest(LangGraphWrite, alias, thread_id, batch_size):
+                _delete_rest(LangGraphBlob, alias, thread_id, batch_size, last=forget)
+            continue
+        if held + sizes[thread_id] > batch_size:
+            _delete_together(alias, packed, forget)
+            packed, held = [], 0
+        packed.append(thread_id)
+        held += sizes[thread_id]
+    _delete_together(alias, packed, forget)
+
+
+def _delete_together(alias: str, threads: list[str], forget: Callable[[list[str]], None]) -> None:
+    """The writes and values of ``threads`` that have no checkpoint, in one
+    transaction, and their data keys once it commits."""
+    if not threads:
+        return
+    checkpoints = LangGraphCheckpoint.objects.using(alias)
+    orphaned = ~Exists(checkpoints.filter(thread_id=OuterRef("thread_id")))
+    with transaction.atomic(using=alias):
+        for model in _UNIQUE_KEYS:
+            model.objects.using(alias).filter(orphaned, thread_id__in=threads).delete()
+        living = checkpoints.filter(thread_id__in=threads).values_list("thread_id", flat=True)
+        forget(sorted(set(threads) - set(living)))
 
 
 _UNIQUE_KEYS: dict[type[Any], tuple[str, ...]] = {
