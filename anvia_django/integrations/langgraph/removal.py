@@ -1,8 +1,10 @@
-"""Deleting checkpoints: whole threads, the checkpoints of runs, and pruning
-a thread down to its latest checkpoint per namespace.
+"""Deleting checkpoints: whole threads, the checkpoints of runs, pruning
+a thread down to its latest checkpoint per namespace, and the rest of a
+thread whose deletion was interrupted.
 
 Each call commits as a whole, but for :func:`delete_threads_in_batches`
-(the commands'), which commits every ``batch_size`` rows. Deleting a thread
+and :func:`delete_leftovers_in_batches` (the commands'), which commit
+every ``batch_size`` rows. Deleting a thread
 also destroys its data key with encryption at rest on (after the commit),
 so copies of its rows in backups no longer open.
 
