@@ -18,14 +18,27 @@ def thread_and_namespace(config: RunnableConfig) -> tuple[str, str]:
     return str(configurable["thread_id"]), configurable.get("checkpoint_ns") or ""
 
 
-def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
+FOLLOWS_LATEST = "__anvia_follows_latest"
+"""The key, in a config's ``configurable``, saying whether the checkpoint it
+names was read as its thread's latest (``get_tuple`` without a
+``checkpoint_id``): a put after it then refuses to fork the thread
+(``writes.put_checkpoint``). LangGraph's loop keeps ``get_tuple``'s config
+keys in every config it puts with; keys starting with ``__`` stay out of
+checkpoint metadata."""
+
+
+def checkpoint_config(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, *, follows: bool | None = None
+) -> RunnableConfig:
+    """The config of a stored checkpoint, with ``FOLLOWS_LATEST`` when ``follows`` is given."""
+    configurable: dict[str, object] = {
+        "thread_id": thread_id,
+        "checkpoint_ns": checkpoint_ns,
+        "checkpoint_id": checkpoint_id,
     }
+    if follows is not None:
+        configurable[FOLLOWS_LATEST] = follows
+    return {"configurable": configurable}
 
 
 def as_bytes(blob: object) -> bytes | None:

@@ -31,9 +31,16 @@ from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
-from . import deltas
+from . import conflicts, deltas
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
-from .places import EMPTY, blob_place, checkpoint_config, thread_and_namespace, write_place
+from .places import (
+    EMPTY,
+    FOLLOWS_LATEST,
+    blob_place,
+    checkpoint_config,
+    thread_and_namespace,
+    write_place,
+)
 
 
 def put_checkpoint(
@@ -45,9 +52,12 @@ def put_checkpoint(
     *,
     using: str | None,
     memory: deltas.Remembered | None = None,
+    following: conflicts.Following | None = None,
 ) -> RunnableConfig:
     """Store ``checkpoint`` after the one ``config`` names (its parent), and
-    the values of the channels in ``new_versions``; the new checkpoint's config."""
+    the values of the channels in ``new_versions``; the new checkpoint's
+    config. Refused (``conflicts.ConcurrentRunError``) when the put follows
+    its thread's latest and the parent no longer is (``conflicts.py``)."""
     alias = write_alias(using)
     thread_id, checkpoint_ns = thread_and_namespace(config)
     parent_id = config["configurable"].get("checkpoint_id")
@@ -56,28 +66,34 @@ def put_checkpoint(
     kind, payload = serde.dumps_typed(bare)
     stored_metadata: dict[str, Any] = dict(get_serializable_checkpoint_metadata(config, metadata))
     run_id = stored_metadata.get("run_id")
+    said = config["configurable"].get(FOLLOWS_LATEST)
+    if said is None and following is not None:
+        follows = following.after(thread_id, checkpoint_ns, parent_id)
+    else:
+        follows = said is True
+    parent_lists = memory.of(thread_id, checkpoint_ns, parent_id) if memory else {}
+    versions = checkpoint.get("channel_versions", {})
+    lists = {
+        channel: stored
+        for channel, stored in parent_lists.items()
+        if str(versions.get(channel)) == stored.version and channel not in new_versions
+    }
+    # Serialized before the transaction: no lock is held meanwhile.
+    plans: dict[str, deltas.Plan] = {}
+    if memory is not None:
+        for channel, version in new_versions.items():
+            if channel in values:
+                found = deltas.plan(
+                    memory, serde, str(version), values[channel], parent_lists.get(channel)
+                )
+                if found is not None:
+                    plans[channel] = found
     with transaction.atomic(using=alias):
-        parent_lists = memory.of(thread_id, checkpoint_ns, parent_id) if memory else {}
-        versions = checkpoint.get("channel_versions", {})
-        lists = {
-            channel: stored
-            for channel, stored in parent_lists.items()
-            if str(versions.get(channel)) == stored.version and channel not in new_versions
-        }
+        if follows and parent_id is not None:
+            conflicts.refuse_unless_latest(alias, thread_id, checkpoint_ns, str(parent_id))
         if new_versions:
             seal = codec_for(alias).checkpoint_sealer(thread_id)
-            plans: dict[str, deltas.Plan] = {}
-            if memory is not None:
-                for channel, version in new_versions.items():
-                    if channel in values:
-                        found = deltas.plan(
-                            memory, serde, str(version), values[channel], parent_lists.get(channel)
-                        )
-                        if found is not None:
-                            plans[channel] = found
-                _whole_unless_base_holds(
-                    memory, serde, alias, thread_id, checkpoint_ns, plans, values
-                )
+            _whole_unless_base_holds(alias, thread_id, checkpoint_ns, plans)
             blobs = []
             for channel, version in new_versions.items():
                 key = str(version)
@@ -128,17 +144,14 @@ def put_checkpoint(
         )
     if memory is not None:
         memory.keep(thread_id, checkpoint_ns, checkpoint["id"], lists)
-    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"])
+    if follows and following is not None:
+        following.stored(thread_id, checkpoint_ns, checkpoint["id"])
+    # Only a config that said so says so again: the loop keeps its own.
+    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"], follows=said)
 
 
 def _whole_unless_base_holds(
-    memory: deltas.Remembered,
-    serde: SerializerProtocol,
-    alias: str,
-    thread_id: str,
-    checkpoint_ns: str,
-    plans: dict[str, deltas.Plan],
-    values: dict[str, Any],
+    alias: str, thread_id: str, checkpoint_ns: str, plans: dict[str, deltas.Plan]
 ) -> None:
     """A delta is kept only when its base row is in the database as this
     process stored it (its digest), locked until the commit so that no
@@ -155,11 +168,8 @@ def _whole_unless_base_holds(
     )
     held = {(channel, version): digest for channel, version, digest in rows}
     for channel, plan in based.items():
-        base_digest = held.get((channel, plan.base or ""))
-        if base_digest is None or memory.digest(base_digest, plan.payload) != plan.digest:
-            whole = deltas.plan(memory, serde, plan.stored.version, values[channel], None)
-            assert whole is not None
-            plans[channel] = whole
+        if held.get((channel, plan.base or "")) != plan.base_digest:
+            plans[channel] = plan.as_whole()
 
 
 def put_writes(
