@@ -27,10 +27,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import lru_cache
 
+from django.db import connections
 from langgraph.errors import InvalidUpdateError
 
+from anvia_django.persistence.compiled import CompiledQuery, compile_once
+
 from .models import LangGraphCheckpoint
+from .places import slot
 
 REMEMBERED = 4096
 """Namespaces and checkpoints a saver remembers (the least recent forgotten)."""
@@ -101,13 +106,25 @@ def refuse_unless_latest(alias: str, thread_id: str, checkpoint_ns: str, parent_
     wait for each other, and the latest is read after the lock (a locking
     read, past MariaDB's snapshot); SQLite's transaction holds the
     database's write lock from its start (``transaction_mode =
-    "IMMEDIATE"``, which the app's system check asks for)."""
-    rows = (
-        LangGraphCheckpoint.objects.using(alias)
-        .select_for_update()
-        .filter(thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+    "IMMEDIATE"``, which the app's system check asks for), and it has no
+    row locks to take."""
+    values = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": parent_id}
+    if connections[alias].features.has_select_for_update:
+        _queries(alias)[0].rows(alias, values)
+    latest = _queries(alias)[1].column(alias, values)
+    if latest != [parent_id]:
+        raise ConcurrentRunError(thread_id, checkpoint_ns, parent_id, latest[0] if latest else None)
+
+
+@lru_cache(maxsize=16)
+def _queries(alias: str) -> tuple[CompiledQuery, CompiledQuery]:
+    """Locking the parent's row; the thread's latest checkpoint, a locking
+    read. Compiled once (``persistence/compiled.py``), in a transaction
+    (``select_for_update`` asks for one)."""
+    rows = LangGraphCheckpoint.objects.select_for_update().filter(
+        thread_id=slot(LangGraphCheckpoint, "thread_id"),
+        checkpoint_ns=slot(LangGraphCheckpoint, "checkpoint_ns"),
     )
-    list(rows.filter(checkpoint_id=parent_id).values_list("pk"))
-    latest = rows.order_by("-checkpoint_id").values_list("checkpoint_id", flat=True).first()
-    if latest != parent_id:
-        raise ConcurrentRunError(thread_id, checkpoint_ns, parent_id, latest)
+    parent = rows.filter(checkpoint_id=slot(LangGraphCheckpoint, "checkpoint_id"))
+    latest = rows.order_by("-checkpoint_id").values_list("checkpoint_id")[:1]
+    return compile_once(parent.values_list("pk"), alias), compile_once(latest, alias)

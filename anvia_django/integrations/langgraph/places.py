@@ -1,13 +1,17 @@
 """Where a config points: its thread and namespace, and the config of a
 stored checkpoint; the place of a stored value in its thread or namespace
-(what a sealed value is bound to); a binary column's value as bytes."""
+(what a sealed value is bound to); a binary column's value as bytes; a
+column's value in a query compiled once."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.db.models import Field, Model
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from anvia_django.persistence.compiled import Slot
 
 EMPTY = "empty"
 """The type of a blob whose channel had no value at its version."""
@@ -62,3 +66,9 @@ def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) 
 def item_place(key: str) -> str:
     """A store item's place in its namespace (which takes a thread's part)."""
     return f"item\x00{key}"
+
+
+def slot(model: type[Model], name: str, called: str | None = None) -> Slot:
+    """A value of ``model``'s field ``name`` given when a compiled query runs
+    (``persistence/compiled.py``), under the name ``called`` (else ``name``)."""
+    return Slot(called or name, cast("Field[Any, Any]", model._meta.get_field(name)))

@@ -14,7 +14,7 @@ from functools import lru_cache, reduce
 from operator import or_
 from typing import Any, NamedTuple, cast
 
-from django.db.models import Field, Model, Q, QuerySet
+from django.db.models import Q, QuerySet
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -32,6 +32,7 @@ from .places import (
     blob_place,
     checkpoint_config,
     loaded,
+    slot,
     thread_and_namespace,
     write_place,
 )
@@ -84,20 +85,16 @@ def latest_or_named(
     )
 
 
-def _slot(model: type[Model], name: str, slot: str | None = None) -> Slot:
-    return Slot(slot or name, cast("Field[Any, Any]", model._meta.get_field(name)))
-
-
 @lru_cache(maxsize=16)
 def _checkpoint_query(alias: str, *, named: bool) -> CompiledQuery:
     """A thread's checkpoint by its id (``named``), else its latest:
     compiled once (``persistence/compiled.py``), the hottest read."""
     rows = LangGraphCheckpoint.objects.filter(
-        thread_id=_slot(LangGraphCheckpoint, "thread_id"),
-        checkpoint_ns=_slot(LangGraphCheckpoint, "checkpoint_ns"),
+        thread_id=slot(LangGraphCheckpoint, "thread_id"),
+        checkpoint_ns=slot(LangGraphCheckpoint, "checkpoint_ns"),
     )
     if named:
-        rows = rows.filter(checkpoint_id=_slot(LangGraphCheckpoint, "checkpoint_id"))
+        rows = rows.filter(checkpoint_id=slot(LangGraphCheckpoint, "checkpoint_id"))
     else:
         rows = rows.order_by("-checkpoint_id")
     return compile_once(rows.values_list(*_COLUMNS)[:1], alias)
@@ -343,17 +340,18 @@ def _compiled_pairs(
     return _keyed(query(alias, len(pairs)).rows(alias, values))
 
 
-def _pair_slots(number: int) -> tuple[Slot, Slot]:
+def pair_slots(number: int) -> tuple[Slot, Slot]:
+    """The slots of a blob's (channel, version) pair number ``number``."""
     return (
-        _slot(LangGraphBlob, "channel", f"channel_{number}"),
-        _slot(LangGraphBlob, "version", f"version_{number}"),
+        slot(LangGraphBlob, "channel", f"channel_{number}"),
+        slot(LangGraphBlob, "version", f"version_{number}"),
     )
 
 
 def _thread_blobs() -> QuerySet[LangGraphBlob]:
     return LangGraphBlob.objects.filter(
-        thread_id=_slot(LangGraphBlob, "thread_id"),
-        checkpoint_ns=_slot(LangGraphBlob, "checkpoint_ns"),
+        thread_id=slot(LangGraphBlob, "thread_id"),
+        checkpoint_ns=slot(LangGraphBlob, "checkpoint_ns"),
     )
 
 
@@ -362,10 +360,7 @@ def _blobs_query(alias: str, pairs: int) -> CompiledQuery:
     """The values of ``pairs`` (channel, version) pairs of one thread and namespace."""
     where = reduce(
         or_,
-        (
-            Q(channel=channel, version=version)
-            for channel, version in map(_pair_slots, range(pairs))
-        ),
+        (Q(channel=channel, version=version) for channel, version in map(pair_slots, range(pairs))),
     )
     return compile_once(_thread_blobs().filter(where).values_list(*_BLOB_COLUMNS), alias)
 
@@ -378,7 +373,7 @@ def _chains_query(alias: str, pairs: int) -> CompiledQuery:
         or_,
         (
             Q(channel=channel) & (Q(anchor_version=anchor) | Q(version=anchor))
-            for channel, anchor in map(_pair_slots, range(pairs))
+            for channel, anchor in map(pair_slots, range(pairs))
         ),
     )
     return compile_once(_thread_blobs().filter(where).values_list(*_BLOB_COLUMNS), alias)
@@ -453,8 +448,8 @@ def _write_rows(alias: str, rows: Sequence[StoredCheckpoint]) -> Iterable[Sequen
 def _writes_query(alias: str) -> CompiledQuery:
     """The pending writes of one checkpoint, in order."""
     found = LangGraphWrite.objects.filter(
-        thread_id=_slot(LangGraphWrite, "thread_id"),
-        checkpoint_ns=_slot(LangGraphWrite, "checkpoint_ns"),
-        checkpoint_id=_slot(LangGraphWrite, "checkpoint_id"),
+        thread_id=slot(LangGraphWrite, "thread_id"),
+        checkpoint_ns=slot(LangGraphWrite, "checkpoint_ns"),
+        checkpoint_id=slot(LangGraphWrite, "checkpoint_id"),
     )
     return compile_once(found.order_by(*_WRITE_ORDER).values_list(*_WRITE_COLUMNS), alias)

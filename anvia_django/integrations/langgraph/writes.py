@@ -10,7 +10,7 @@ Everything a call stores commits together.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import reduce
+from functools import lru_cache, reduce
 from operator import or_
 from typing import Any
 
@@ -28,16 +28,17 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.compiled import CompiledQuery, compile_once
 from anvia_django.persistence.databases import write_alias
-from anvia_django.persistence.dialects.upserts import conflict_target
 
-from . import conflicts, deltas
+from . import conflicts, deltas, inserts, reads
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from .places import (
     EMPTY,
     FOLLOWS_LATEST,
     blob_place,
     checkpoint_config,
+    slot,
     thread_and_namespace,
     write_place,
 )
@@ -94,7 +95,7 @@ def put_checkpoint(
         if new_versions:
             seal = codec_for(alias).checkpoint_sealer(thread_id)
             _whole_unless_base_holds(alias, thread_id, checkpoint_ns, plans)
-            blobs = []
+            blobs: list[tuple[Any, ...]] = []
             for channel, version in new_versions.items():
                 key = str(version)
                 planned = plans.get(channel)
@@ -110,37 +111,38 @@ def put_checkpoint(
                 else:
                     typed = (EMPTY, None)
                 blobs.append(
-                    LangGraphBlob(
-                        thread_id=thread_id,
-                        checkpoint_ns=checkpoint_ns,
-                        channel=channel,
-                        version=key,
-                        type=typed[0],
-                        blob=typed[1],
-                        base_version=planned.base if planned else None,
-                        anchor_version=planned.anchor if planned else None,
-                        depth=planned.depth if planned else 0,
-                        digest=planned.digest if planned else None,
+                    (
+                        thread_id,
+                        checkpoint_ns,
+                        channel,
+                        key,
+                        typed[0],
+                        typed[1],
+                        planned.base if planned else None,
+                        planned.anchor if planned else None,
+                        planned.depth if planned else 0,
+                        planned.digest if planned else None,
                     )
                 )
-            LangGraphBlob.objects.using(alias).bulk_create(blobs, ignore_conflicts=True)
-        row = LangGraphCheckpoint(
-            thread_id=thread_id,
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint["id"],
-            parent_checkpoint_id=parent_id,
-            run_id=None if run_id is None else str(run_id),
-            type=kind,
-            checkpoint=payload,
-            metadata=stored_metadata,
-            created_at=timezone.now(),
+            inserts.insert(alias, LangGraphBlob, _BLOB_COLUMNS, blobs, keep=_BLOB_KEY)
+        row = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            parent_id,
+            None if run_id is None else str(run_id),
+            kind,
+            payload,
+            stored_metadata,
+            timezone.now(),
         )
-        key_fields = ("thread_id", "checkpoint_ns", "checkpoint_id")
-        LangGraphCheckpoint.objects.using(alias).bulk_create(
+        inserts.insert(
+            alias,
+            LangGraphCheckpoint,
+            _CHECKPOINT_COLUMNS,
             [row],
-            update_conflicts=True,
-            unique_fields=conflict_target(alias, key_fields),
-            update_fields=["parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"],
+            keep=_CHECKPOINT_KEY,
+            replace=("parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"),
         )
     if memory is not None:
         memory.keep(thread_id, checkpoint_ns, checkpoint["id"], lists)
@@ -159,17 +161,34 @@ def _whole_unless_base_holds(
     based = {channel: plan for channel, plan in plans.items() if plan.base is not None}
     if not based:
         return
-    where = reduce(or_, (Q(channel=channel, version=plan.base) for channel, plan in based.items()))
-    rows = (
-        LangGraphBlob.objects.using(alias)
-        .select_for_update()
-        .filter(where, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
-        .values_list("channel", "version", "digest")
-    )
+    values: dict[str, str | None] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    for number, (channel, plan) in enumerate(based.items()):
+        values[f"channel_{number}"] = channel
+        values[f"version_{number}"] = plan.base
+    rows = _bases_query(alias, len(based)).rows(alias, values)
     held = {(channel, version): digest for channel, version, digest in rows}
     for channel, plan in based.items():
         if held.get((channel, plan.base or "")) != plan.base_digest:
             plans[channel] = plan.as_whole()
+
+
+@lru_cache(maxsize=16)
+def _bases_query(alias: str, pairs: int) -> CompiledQuery:
+    """The digests of ``pairs`` base rows of one thread and namespace,
+    locked: compiled once, in a transaction (``select_for_update``)."""
+    where = reduce(
+        or_,
+        (
+            Q(channel=channel, version=version)
+            for channel, version in map(reads.pair_slots, range(pairs))
+        ),
+    )
+    rows = LangGraphBlob.objects.select_for_update().filter(
+        where,
+        thread_id=slot(LangGraphBlob, "thread_id"),
+        checkpoint_ns=slot(LangGraphBlob, "checkpoint_ns"),
+    )
+    return compile_once(rows.values_list("channel", "version", "digest"), alias)
 
 
 def put_writes(
@@ -193,33 +212,68 @@ def put_writes(
     checkpoint_id = config["configurable"]["checkpoint_id"]
     with transaction.atomic(using=alias):
         seal = codec_for(alias).checkpoint_sealer(thread_id)
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for index, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, index)
             kind, data = seal(
                 write_place(checkpoint_ns, checkpoint_id, task_id, idx), serde.dumps_typed(value)
             )
             rows.append(
-                LangGraphWrite(
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    task_id=task_id,
-                    idx=idx,
-                    task_path=task_path,
-                    channel=channel,
-                    type=kind,
-                    blob=data,
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint_id,
+                    task_id,
+                    idx,
+                    task_path,
+                    channel,
+                    kind,
+                    data,
                 )
             )
-        table = LangGraphWrite.objects.using(alias)
         if all(channel in WRITES_IDX_MAP for channel, _ in writes):
-            key_fields = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
-            table.bulk_create(
-                rows,
-                update_conflicts=True,
-                unique_fields=conflict_target(alias, key_fields),
-                update_fields=["task_path", "channel", "type", "blob"],
-            )
+            replace: tuple[str, ...] = ("task_path", "channel", "type", "blob")
         else:
-            table.bulk_create(rows, ignore_conflicts=True)
+            replace = ()
+        inserts.insert(
+            alias, LangGraphWrite, _WRITE_COLUMNS, rows, keep=_WRITE_KEY, replace=replace
+        )
+
+
+_BLOB_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "channel",
+    "version",
+    "type",
+    "blob",
+    "base_version",
+    "anchor_version",
+    "depth",
+    "digest",
+)
+_BLOB_KEY = ("thread_id", "checkpoint_ns", "channel", "version")
+_CHECKPOINT_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "type",
+    "checkpoint",
+    "metadata",
+    "created_at",
+)
+_CHECKPOINT_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id")
+_WRITE_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "idx",
+    "task_path",
+    "channel",
+    "type",
+    "blob",
+)
+_WRITE_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
