@@ -292,10 +292,9 @@ def _blobs(
     where = reduce(
         or_,
         (
-            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns)
-            & reduce(or_, (Q(channel=channel, version=version) for channel, version in pairs))
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel, version=version)
             for (thread_id, checkpoint_ns), pairs in wanted.items()
-            if pairs
+            for channel, version in pairs
         ),
     )
     return _keyed(LangGraphBlob.objects.using(alias).filter(where).values_list(*_BLOB_COLUMNS))
@@ -312,8 +311,13 @@ def _chains(
     where = reduce(
         or_,
         (
-            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel)
-            & (Q(anchor_version=anchor) | Q(version=anchor))
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel, version=anchor)
+            | Q(
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                channel=channel,
+                anchor_version=anchor,
+            )
             for (thread_id, checkpoint_ns), pairs in anchors.items()
             for channel, anchor in pairs
         ),
@@ -348,10 +352,15 @@ def pair_slots(number: int) -> tuple[Slot, Slot]:
     )
 
 
-def _thread_blobs() -> QuerySet[LangGraphBlob]:
-    return LangGraphBlob.objects.filter(
+def _in_thread(**columns: Any) -> Q:
+    """A condition on one blob row's columns of the thread and namespace
+    the query is given: each term of an OR names its whole index prefix,
+    so that every database reads it from the index (one searched under
+    ``thread AND namespace AND (a OR b)`` scans the thread's rows)."""
+    return Q(
         thread_id=slot(LangGraphBlob, "thread_id"),
         checkpoint_ns=slot(LangGraphBlob, "checkpoint_ns"),
+        **columns,
     )
 
 
@@ -360,9 +369,13 @@ def _blobs_query(alias: str, pairs: int) -> CompiledQuery:
     """The values of ``pairs`` (channel, version) pairs of one thread and namespace."""
     where = reduce(
         or_,
-        (Q(channel=channel, version=version) for channel, version in map(pair_slots, range(pairs))),
+        (
+            _in_thread(channel=channel, version=version)
+            for channel, version in map(pair_slots, range(pairs))
+        ),
     )
-    return compile_once(_thread_blobs().filter(where).values_list(*_BLOB_COLUMNS), alias)
+    rows = LangGraphBlob.objects.filter(where).values_list(*_BLOB_COLUMNS)
+    return compile_once(rows, alias)
 
 
 @lru_cache(maxsize=4 * COMPILED_PAIRS)
@@ -372,11 +385,13 @@ def _chains_query(alias: str, pairs: int) -> CompiledQuery:
     where = reduce(
         or_,
         (
-            Q(channel=channel) & (Q(anchor_version=anchor) | Q(version=anchor))
+            _in_thread(channel=channel, anchor_version=anchor)
+            | _in_thread(channel=channel, version=anchor)
             for channel, anchor in map(pair_slots, range(pairs))
         ),
     )
-    return compile_once(_thread_blobs().filter(where).values_list(*_BLOB_COLUMNS), alias)
+    rows = LangGraphBlob.objects.filter(where).values_list(*_BLOB_COLUMNS)
+    return compile_once(rows, alias)
 
 
 def _keyed(rows: Iterable[Sequence[Any]]) -> dict[tuple[str, str, str, str], _Blob]:
