@@ -289,12 +289,15 @@ def _blobs(
     compiled = _compiled_pairs(alias, wanted, _blobs_query)
     if compiled is not None:
         return compiled
+    # A batch's many values: one range of the thread's rows, filtered (an
+    # index search per value, as a checkpoint's few are read, plans slower).
     where = reduce(
         or_,
         (
-            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel, version=version)
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+            & reduce(or_, (Q(channel=channel, version=version) for channel, version in pairs))
             for (thread_id, checkpoint_ns), pairs in wanted.items()
-            for channel, version in pairs
+            if pairs
         ),
     )
     return _keyed(LangGraphBlob.objects.using(alias).filter(where).values_list(*_BLOB_COLUMNS))
@@ -311,13 +314,8 @@ def _chains(
     where = reduce(
         or_,
         (
-            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel, version=anchor)
-            | Q(
-                thread_id=thread_id,
-                checkpoint_ns=checkpoint_ns,
-                channel=channel,
-                anchor_version=anchor,
-            )
+            Q(thread_id=thread_id, checkpoint_ns=checkpoint_ns, channel=channel)
+            & (Q(anchor_version=anchor) | Q(version=anchor))
             for (thread_id, checkpoint_ns), pairs in anchors.items()
             for channel, anchor in pairs
         ),
