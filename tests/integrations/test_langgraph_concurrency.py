@@ -125,7 +125,7 @@ def test_the_same_thread_run_twice_at_once_refuses_one_run(
         # lock, the parent's row lock on a server).
         refuse_unless_latest(*args)
         with contextlib.suppress(threading.BrokenBarrierError):
-            checked.wait(timeout=0.5)
+            checked.wait(timeout=0.25)
 
     monkeypatch.setattr(conflicts, "refuse_unless_latest", check_then_wait)
     graph = chat_graph(Meeting(2))
