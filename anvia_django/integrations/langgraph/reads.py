@@ -1,9 +1,12 @@
 """Reading checkpoints back: one, the latest of a thread's namespace, or a
 list, each with its channel values and pending writes.
 
-A batch of checkpoints costs three queries whatever its size: the rows,
+A batch of checkpoints costs four queries whatever its size: the rows,
 their channel values (each version once, however many checkpoints share
-it) and their writes, in ``writes_sort_key`` order.
+it), the chains of the values stored as deltas, and their writes, in
+``writes_sort_key`` order. One checkpoint (``get_tuple``, the hottest read)
+costs the same four, each compiled once (``persistence/compiled.py``); the
+latest's config says that a run follows it (``conflicts.py``).
 """
 
 from __future__ import annotations

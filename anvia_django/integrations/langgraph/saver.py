@@ -17,7 +17,9 @@ stored once per version, and encryption at rest: see :mod:`.models`.
 
 Beyond LangGraph's base API it implements ``delete_for_runs``,
 ``copy_thread`` and ``prune``, and passes ``langgraph-checkpoint-conformance``
-for all of them on SQLite, PostgreSQL and MariaDB.
+for all of them on SQLite, PostgreSQL and MariaDB. Two runs of one thread
+at once never fork it unasked: the second to store after the same latest
+checkpoint gets :class:`~.conflicts.ConcurrentRunError` (``conflicts.py``).
 """
 
 from __future__ import annotations
