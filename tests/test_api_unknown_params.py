@@ -3,6 +3,7 @@ the conversation viewset; every documented one keeps working (issue 35)."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import pytest
@@ -74,15 +75,27 @@ def test_each_action_takes_what_the_schema_documents(refs: list[str]) -> None:
         "/anvia/api/conversations/{ref}/lineage/": "lineage",
         "/anvia/api/conversations/{ref}/summaries/": "summaries",
     }
-    assert set(schema["paths"]) == set(actions)
-    for path, action in actions.items():
+    expected = {
+        path: set(KNOWN_QUERY_PARAMS[action]) | ({"tenantId"} if action == "list" else set())
+        for path, action in actions.items()
+    }
+    if importlib.util.find_spec("langgraph"):  # its threads' endpoints
+        from anvia_django.api.langgraph import THREAD_QUERY_PARAMS
+
+        threads = "/anvia/api/langgraph/threads/"
+        expected[threads] = set(THREAD_QUERY_PARAMS["list"])
+        expected[threads + "{thread_id}/"] = set(THREAD_QUERY_PARAMS["retrieve"])
+        expected[threads + "{thread_id}/checkpoints/{checkpoint_id}/"] = set(
+            THREAD_QUERY_PARAMS["checkpoint"]
+        )
+    assert set(schema["paths"]) == set(expected)
+    for path, known in expected.items():
         documented = {
             parameter["name"]
             for parameter in schema["paths"][path]["get"].get("parameters", [])
             if parameter["in"] == "query"
         }
-        expected = set(KNOWN_QUERY_PARAMS[action]) | ({"tenantId"} if action == "list" else set())
-        assert documented - {"format"} == expected, path
+        assert documented - {"format"} == known, path
 
 
 @pytest.mark.transactional_on("mysql")  # InnoDB's FULLTEXT index sees committed rows only

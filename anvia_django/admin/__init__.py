@@ -1,6 +1,6 @@
 """Read-only admin pages for conversations, messages, runs, failed runs,
-summaries and ADK sessions, and LangGraph's checkpoints when LangGraph is
-installed.
+summaries and ADK sessions, and LangGraph's checkpoints and store items
+when LangGraph is installed.
 
 Staff with view permission browse; nobody, superusers included, adds,
 changes or deletes here. Each page's query count is constant in its rows.
@@ -32,11 +32,13 @@ admin.site.register(MemorySummary, MemorySummaryAdmin)
 admin.site.register(AdkSession, AdkSessionAdmin)
 
 if importlib.util.find_spec("langgraph") is not None:  # the langgraph extra
-    from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+    from anvia_django.integrations.langgraph.models import LangGraphCheckpoint, LangGraphStoreItem
 
     from .langgraph import LangGraphCheckpointAdmin
+    from .langgraph_store import LangGraphStoreItemAdmin
 
     admin.site.register(LangGraphCheckpoint, LangGraphCheckpointAdmin)
+    admin.site.register(LangGraphStoreItem, LangGraphStoreItemAdmin)
 
 __all__ = [
     "AdkSessionAdmin",

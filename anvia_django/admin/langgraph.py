@@ -4,8 +4,9 @@ decoded (the ``messages`` channel as a transcript), with links to its
 parent and to the thread's history.
 
 Registered only when LangGraph is installed (the ``langgraph`` extra):
-decoding needs its serializer. Threads carry no tenant, so staff whom the
-tenant restriction (``tenants.py``) limits to some tenants see none.
+decoding needs its serializer. Staff whom the tenant restriction
+(``tenants.py``) limits to some tenants see the threads whose ids carry
+one of them (``scoped_thread_id``), and no other.
 """
 
 from __future__ import annotations
@@ -19,16 +20,15 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from anvia_django.integrations.langgraph import reads
+from anvia_django.integrations.langgraph.decoding import decoded, is_messages, json_safe
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+from anvia_django.integrations.langgraph.reads import StoredCheckpoint
+from anvia_django.integrations.langgraph.threads import visible
 from anvia_django.tenants import visible_tenants
 
 from .mixins import ReadOnlyAdminMixin, pretty_json
 from .transcript import json_text
-
-SERDE = JsonPlusSerializer()
 
 
 class LangGraphCheckpointAdmin(ReadOnlyAdminMixin):
@@ -53,9 +53,7 @@ class LangGraphCheckpointAdmin(ReadOnlyAdminMixin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         rows = super().get_queryset(request).defer("checkpoint")
-        if visible_tenants(request) is not None:
-            return rows.none()
-        return rows
+        return visible(rows, tenants=visible_tenants(request))
 
     @admin.display(description="thread", ordering="thread_id")
     def thread_link(self, obj: LangGraphCheckpoint) -> SafeString:
@@ -117,7 +115,7 @@ def _history_url(thread_id: str) -> str:
 def _decoded(obj: LangGraphCheckpoint) -> Any:
     cached = getattr(obj, "_decoded", None)
     if cached is None:
-        row = reads.StoredCheckpoint(
+        row = StoredCheckpoint(
             obj.thread_id,
             obj.checkpoint_ns,
             obj.checkpoint_id,
@@ -126,14 +124,14 @@ def _decoded(obj: LangGraphCheckpoint) -> Any:
             obj.checkpoint,
             obj.metadata,
         )
-        cached = reads.with_values(SERDE, [row], using=obj._state.db)[0]
+        cached = decoded(row, using=obj._state.db)
         obj._decoded = cached  # type: ignore[attr-defined]
     return cached
 
 
 def _shown(value: Any) -> SafeString:
     """Messages as a transcript (role, then text); anything else as JSON."""
-    if isinstance(value, list) and value and all(_is_message(item) for item in value):
+    if is_messages(value):
         return format_html(
             '<div class="anvia-transcript">{}</div>',
             format_html_join(
@@ -142,20 +140,8 @@ def _shown(value: Any) -> SafeString:
                 ((message.type, _text(message.content)) for message in value),
             ),
         )
-    return pretty_json(_jsonable(value))
-
-
-def _is_message(value: Any) -> bool:
-    return hasattr(value, "type") and hasattr(value, "content")
+    return pretty_json(json_safe(value))
 
 
 def _text(content: Any) -> str:
     return content if isinstance(content, str) else json_text(content)
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json_text(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value

@@ -17,6 +17,7 @@ from anvia_django.models import (
     Conversation,
     FailedRun,
     LangGraphCheckpoint,
+    LangGraphStoreItem,
     MemoryMessage,
     MemorySummary,
 )
@@ -32,6 +33,7 @@ _OWN_URL_PREFIXES = tuple(
         AgentRun,
         MemorySummary,
         LangGraphCheckpoint,
+        LangGraphStoreItem,
     )
 )
 

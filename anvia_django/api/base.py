@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from .params import refuse_unknown_params
 from .permissions import authentication_classes, permission_classes
 from .renderers import READABLE_RENDERERS
 from .throttling import InspectorRateThrottle
@@ -35,6 +36,24 @@ class InspectorAccessMixin(APIView):
 
     def get_throttles(self) -> list[BaseThrottle]:
         return [InspectorRateThrottle()]
+
+
+class KnownParamsMixin(APIView):
+    """A query parameter an action does not read answers 400 naming it, so
+    a misspelt filter never silently widens a list. An action not named in
+    ``known_query_params`` (a subclass's own) is not checked; the actions of
+    ``metadata_filter_actions`` also take each scope metadata key's filter."""
+
+    known_query_params: dict[str, frozenset[str]] = {}
+    metadata_filter_actions: frozenset[str] = frozenset()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # authentication and permissions first
+        action = getattr(self, "action", None) or ""
+        known = self.known_query_params.get(action)
+        if known is not None:
+            with_metadata = action in self.metadata_filter_actions
+            refuse_unknown_params(request, known, with_metadata=with_metadata)
 
 
 class ReadableErrorsMixin(APIView):

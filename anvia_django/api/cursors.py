@@ -21,6 +21,8 @@ _CONVERSATIONS = "anvia_django.api.conversation-cursor"
 _RUNS = "anvia_django.api.run-cursor"
 _FORKS = "anvia_django.api.fork-cursor"
 _SUMMARIES = "anvia_django.api.summary-cursor"
+_THREADS = "anvia_django.api.langgraph-thread-cursor"
+_CHECKPOINTS = "anvia_django.api.langgraph-checkpoint-cursor"
 
 K = TypeVar("K")
 
@@ -55,6 +57,31 @@ def encode_summary_cursor(covers_through: int) -> str:
 
 def decode_summary_cursor(token: str) -> int:
     return _decode(_SUMMARIES, token, _position)
+
+
+def encode_thread_cursor(latest_checkpoint_id: str, thread_id: str) -> str:
+    """A LangGraph thread list's position: the last thread's newest checkpoint and id."""
+    return _sign(_THREADS, [latest_checkpoint_id, thread_id])
+
+
+def decode_thread_cursor(token: str) -> tuple[str, str]:
+    return _decode(_THREADS, token, _two_strings)
+
+
+def encode_checkpoint_cursor(checkpoint_id: str, checkpoint_ns: str) -> str:
+    """A LangGraph thread history's position: the last checkpoint's id and namespace."""
+    return _sign(_CHECKPOINTS, [checkpoint_id, checkpoint_ns])
+
+
+def decode_checkpoint_cursor(token: str) -> tuple[str, str]:
+    return _decode(_CHECKPOINTS, token, _two_strings)
+
+
+def _two_strings(values: Any) -> tuple[str, str]:
+    first, second = values
+    if not (isinstance(first, str) and isinstance(second, str)):
+        raise TypeError("not a pair of strings")
+    return first, second
 
 
 def _row_key(values: Any) -> RowKey:

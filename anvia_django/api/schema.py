@@ -19,9 +19,10 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
 
 from .base import InspectorAccessMixin, ReadableErrorsMixin
-from .views import ConversationViewSet
+from .views import InspectorViewSet
 
-DESCRIPTION = """Read-only access to the agent conversations stored by anvia-django.
+DESCRIPTION = """Read-only access to the agent conversations stored by anvia-django
+(and LangGraph's threads, when LangGraph is installed).
 
 Lists are plain JSON arrays (runs and lineage: the objects shown); the next
 page, when there is one, is in an RFC 8288 `Link: <url>; rel="next"` response
@@ -47,5 +48,6 @@ class InspectorSchemaView(InspectorAccessMixin, ReadableErrorsMixin, Spectacular
 
 
 def _is_inspector(callback: Any) -> bool:
+    """The inspector's viewsets: conversations, and LangGraph's threads when installed."""
     view_class = getattr(callback, "cls", None)
-    return isinstance(view_class, type) and issubclass(view_class, ConversationViewSet)
+    return isinstance(view_class, type) and issubclass(view_class, InspectorViewSet)

@@ -19,6 +19,11 @@ from .serializers import (
     MetadataField,
     SummarySerializer,
 )
+from .thread_serializers import (
+    LangGraphCheckpointSerializer,
+    LangGraphThreadHistorySerializer,
+    LangGraphThreadSerializer,
+)
 
 extend_schema_field(
     {
@@ -203,6 +208,60 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             404: _NOT_FOUND,
         },
     },
+    "langgraph-threads": {
+        "tags": ["anvia-django inspector: LangGraph"],
+        "summary": "List LangGraph threads, the one with the newest checkpoint first",
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            OpenApiParameter("threadId", OpenApiTypes.STR, description="Only this thread."),
+            _CURSOR,
+            _LINK,
+        ],
+        "responses": {
+            200: LangGraphThreadSerializer(many=True),
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+        },
+    },
+    "langgraph-thread": {
+        "tags": ["anvia-django inspector: LangGraph"],
+        "summary": "A LangGraph thread's checkpoints (every namespace), newest first",
+        "parameters": [
+            OpenApiParameter("limit", OpenApiTypes.INT, description=_LIMIT_HELP),
+            _CURSOR,
+            _LINK,
+        ],
+        "responses": {
+            200: LangGraphThreadHistorySerializer,
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: OpenApiResponse(description="No such thread."),
+        },
+    },
+    "langgraph-checkpoint": {
+        "tags": ["anvia-django inspector: LangGraph"],
+        "summary": "A LangGraph checkpoint: its channel values and pending writes, decoded",
+        "description": (
+            "Values are loaded with LangGraph's serializer and given as JSON: a channel "
+            "holding a list of messages under `transcripts`, each message in the stored "
+            "form the conversation messages endpoint shows; any other channel under "
+            "`channelValues`."
+        ),
+        "parameters": [
+            OpenApiParameter(
+                "checkpointNs",
+                OpenApiTypes.STR,
+                description='The namespace: a subgraph\'s; "" or absent for the graph.',
+            ),
+        ],
+        "responses": {
+            200: LangGraphCheckpointSerializer,
+            400: _BAD_REQUEST,
+            403: _UNAUTHORIZED,
+            404: OpenApiResponse(description="No such checkpoint."),
+            500: _UNREADABLE,
+        },
+    },
 }
 
 for _operation in OPERATIONS.values():
@@ -215,7 +274,7 @@ class InspectorAutoSchema(AutoSchema):
 
     def get_override_parameters(self) -> list[Any]:
         parameters: list[Any] = list(super().get_override_parameters())
-        if getattr(self.view, "action", None) == "list":
+        if getattr(self.view, "action", None) in getattr(self.view, "metadata_filter_actions", ()):
             parameters.extend(_metadata_parameter(name, path) for name, path in _filters())
         return parameters
 

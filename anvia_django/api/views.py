@@ -42,7 +42,7 @@ from anvia_django.persistence import (
 )
 from anvia_django.tenants import visible_tenants
 
-from .base import InspectorAccessMixin, ReadableErrorsMixin
+from .base import InspectorAccessMixin, KnownParamsMixin, ReadableErrorsMixin
 from .cursors import (
     decode_cursor,
     decode_fork_cursor,
@@ -62,7 +62,6 @@ from .params import (
     identifier_param,
     limit_param,
     metadata_filter_param,
-    refuse_unknown_params,
     search_param,
     search_refused,
     user_id_param,
@@ -81,7 +80,29 @@ from .serializers import (
 K = TypeVar("K")
 
 
-class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.ViewSet):
+class InspectorViewSet(
+    InspectorAccessMixin, ReadableErrorsMixin, KnownParamsMixin, viewsets.ViewSet
+):
+    """What every viewset of the inspector sets on itself: its renderers,
+    parser, paging (its own: none of DRF's), filters (none) and schema."""
+
+    # Any segment reaches the view, so a malformed id answers a JSON 404.
+    lookup_value_regex = "[^/]+"
+    renderer_classes = READABLE_RENDERERS
+    parser_classes = [JSONParser]
+    pagination_class = None
+    filter_backends: list[type[Any]] = []
+    schema = view_schema()
+
+    def _limit(self, request: Request) -> int:
+        return limit_param(
+            request,
+            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
+            maximum=app_settings.INSPECTOR_MAX_LIMIT,
+        )
+
+
+class ConversationViewSet(InspectorViewSet):
     """Stored conversations and their messages; nothing here writes.
 
     Lists page forwards: follow the `Link: rel="next"` header (in a browser,
@@ -89,26 +110,12 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
     """
 
     lookup_field = "ref"
-    # Any segment reaches the view, so a malformed ref answers a JSON 404.
-    lookup_value_regex = "[^/]+"
-    renderer_classes = READABLE_RENDERERS
-    parser_classes = [JSONParser]
-    pagination_class = None
-    filter_backends: list[type[Any]] = []
-    schema = view_schema()
     # For AdminViewPermission: the models each action shows, as in the admin
     # (run records need their own view permission there too).
     view_permission_models = {None: ("conversation",), "runs": ("conversation", "agentrun")}
-    # The query parameters each action reads: any other answers 400 naming
-    # it, so a misspelt filter never silently widens a list. An action not
-    # named here (a subclass's own) is not checked.
+    # The query parameters each action reads (KnownParamsMixin).
     known_query_params = KNOWN_QUERY_PARAMS
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)  # authentication and permissions first
-        known = self.known_query_params.get(self.action or "")
-        if known is not None:
-            refuse_unknown_params(request, known, with_metadata=self.action == "list")
+    metadata_filter_actions = frozenset({"list"})
 
     @documented("list")
     def list(self, request: Request) -> Response:
@@ -267,13 +274,6 @@ class ConversationViewSet(InspectorAccessMixin, ReadableErrorsMixin, viewsets.Vi
 
         return url
 
-    def _limit(self, request: Request) -> int:
-        return limit_param(
-            request,
-            default=app_settings.INSPECTOR_DEFAULT_LIMIT,
-            maximum=app_settings.INSPECTOR_MAX_LIMIT,
-        )
-
     def _find(self, request: Request, ref: str) -> FoundConversation:
         scope = visibility(request)
         tenants = visible_tenants(request)
@@ -287,13 +287,16 @@ UNREADABLE_STATUS = 500
 """A stored record the server cannot open is the server's fault, not the caller's."""
 
 
-def unreadable_record(record: str, position: int | None, error_type: str) -> dict[str, Any]:
+def unreadable_record(
+    record: str, position: int | None, error_type: str, of: str = "conversation"
+) -> dict[str, Any]:
     """The body of :data:`UNREADABLE_STATUS`: which record (a message by its
-    position: the API shows no row ids) and the class of the error opening
-    it raised; never any of its content."""
+    position: the API shows no row ids) of which ``of`` (a conversation, a
+    LangGraph checkpoint) and the class of the error opening it raised;
+    never any of its content."""
     where = "" if position is None else f" at position {position}"
     return {
-        "detail": f"The {record}{where} of this conversation cannot be opened ({error_type}).",
+        "detail": f"The {record}{where} of this {of} cannot be opened ({error_type}).",
         "code": "unreadable_record",
         "record": record,
         "position": position,

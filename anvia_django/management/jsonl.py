@@ -10,7 +10,12 @@ from anvia_django.persistence import ExportedAdkState, ExportedMessage, ExportRe
 
 def record_json(record: ExportRecord) -> str:
     """One line (without the newline) for a conversation or a message record."""
-    return json.dumps(record_dict(record), allow_nan=False, separators=(",", ":"))
+    return json_line(record_dict(record))
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """One line (without the newline) for a record already in its JSON form."""
+    return json.dumps(record, allow_nan=False, separators=(",", ":"))
 
 
 def record_dict(record: ExportRecord) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from anvia_django.persistence import (
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 
+from . import langgraph_ops
 from .progress import Progress
 from .tenants import NO_TENANT, TenantChoice, describe, require_one_tenant
 
@@ -45,15 +46,23 @@ def erase_user(
     require_one_tenant(
         selection, tenants, subject=f"User {user_id!r}'s conversations", verb="erase", done="erased"
     )
+    graph = langgraph_ops.plan_for_user(
+        out,
+        user_id,
+        tenants,
+        subject=f"User {user_id!r}'s LangGraph threads and store items",
+        verb="erase",
+    )
     whose = f"user {user_id!r}{describe(tenants)}"
     planned = count_conversations(selection)
     elsewhere = 0
     if tenants.metadata:
         everywhere = count_conversations(ConversationFilter(user_id=user_id))
         elsewhere = everywhere.conversations - planned.conversations
+    also = f", {langgraph_ops.describe(graph.counts())}" if graph else ""
     if interactive and not confirm(
         f"Erase {whose}: destroy their data key and delete "
-        f"{planned.conversations} conversation(s) ({planned.messages} message(s))?"
+        f"{planned.conversations} conversation(s) ({planned.messages} message(s)){also}?"
     ):
         raise CommandError("Cancelled; nothing was deleted.")
     codec = codec_for(write_alias(None))
@@ -62,6 +71,8 @@ def erase_user(
         shared = codec.shares_a_key_across_scopes(user_id)
     else:
         keys, shared = codec.erase_user(user_id), False
+    # Each thread and store namespace has a key of its own: theirs go first too.
+    graph_keys = codec.erase_checkpoint_keys(graph.thread_ids, graph.namespaces) if graph else 0
     counts = erase_user_conversations(user_id, metadata=tenants.metadata)
     kept = ""
     if shared:
@@ -76,6 +87,12 @@ def erase_user(
         f"{counts.messages} message(s), {counts.failed_runs} failed run(s); "
         f"{keys} data key(s) destroyed.{kept}"
     )
+    if graph:
+        deleted = langgraph_ops.delete(graph)
+        out.write(
+            f"Erased {langgraph_ops.describe(deleted)} of {whose}; "
+            f"{graph_keys} data key(s) destroyed."
+        )
     # After the commit: what the deleted rows left in the live database
     # (their words in the full-text index, dead row versions).
     _left_to_run(out, compact_after_erase(), "of the erased rows")

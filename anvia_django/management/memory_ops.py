@@ -13,6 +13,7 @@ import stat
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
@@ -22,6 +23,7 @@ from django.core.management.base import OutputWrapper
 from django.utils import timezone
 
 from anvia_django.core.memory.types import MemoryConversationSummary
+from anvia_django.integrations.langgraph.removal import ThreadCounts
 from anvia_django.persistence import (
     ConversationFilter,
     DeletionCounts,
@@ -36,6 +38,7 @@ from anvia_django.persistence import (
     resolve_conversation,
 )
 
+from . import langgraph_ops
 from .jsonl import record_json
 from .pipes import closed_stdout, quiet_stdout
 from .progress import Progress, plain
@@ -79,18 +82,28 @@ def export_conversations(
     verbosity: int,
     tenants: TenantChoice = NO_TENANT,
 ) -> None:
+    # JSON Lines on stdout must stay clean, so reports go to stderr there.
+    report = err if output is None else out
+    graph = langgraph_ops.NOTHING
     if session is not None:
         selection = ConversationFilter(ref=_require_conversation(session, tenants).ref)
     else:
         selection = ConversationFilter(user_id=user_id, metadata=tenants.metadata)
         subject = "The conversations" if user_id is None else f"User {user_id!r}'s conversations"
         require_one_tenant(selection, tenants, subject=subject, verb="export", done="exported")
-    # JSON Lines on stdout must stay clean, so reports go to stderr there.
-    report = err if output is None else out
+        whose = "The" if user_id is None else f"User {user_id!r}'s"
+        graph = langgraph_ops.plan_for_user(
+            report,
+            user_id,
+            tenants,
+            subject=f"{whose} LangGraph threads and store items",
+            verb="export",
+        )
     progress = Progress(err, verbosity, label="Exporting")
+    records = _Export(selection, graph, batch_size, progress)
     if output is None:
         try:
-            conversations, messages = _write_records(out, selection, batch_size, progress)
+            counts = _write_records(out, records)
             # Now, not at exit: a reader that has gone away (``| head -1``) must
             # surface while the command can still end quietly, and before the report.
             out.flush()
@@ -103,11 +116,16 @@ def export_conversations(
                 f"Cannot write the export to standard output: {error.strerror or error}."
             ) from None
     else:
-        conversations, messages = _export_to_file(output, selection, batch_size, progress)
+        counts = _export_to_file(output, records)
     progress.done()
     if verbosity >= 1:
         target = "" if output is None else f" to {output}"
-        summary = f"{_plural(conversations, 'conversation')} ({_plural(messages, 'message')})"
+        summary = (
+            f"{_plural(counts.conversations, 'conversation')} "
+            f"({_plural(counts.messages, 'message')})"
+        )
+        if graph:
+            summary += f", {langgraph_ops.describe(counts.graph)}"
         report.write(f"Exported {summary}{target}.", style_func=plain)
 
 
@@ -150,16 +168,31 @@ def clear_conversations(
             verb="delete",
             done="deleted",
         )
+        graph = langgraph_ops.plan_for_user(
+            out,
+            user_id,
+            tenants,
+            subject=f"User {user_id!r}'s LangGraph threads and store items",
+            verb="delete",
+        )
         whose = f"user {user_id!r}{describe(tenants)}"
         planned = count_conversations(selection)
+        graph_planned = graph.counts() if graph else None
+        also = f", {langgraph_ops.describe(graph_planned)}" if graph_planned else ""
         if dry_run:
-            out.write(f"Would delete {_describe(planned)} of {whose} (dry run; nothing deleted).")
+            out.write(
+                f"Would delete {_describe(planned)}{also} of {whose} (dry run; nothing deleted)."
+            )
             return
-        if not planned.conversations:
+        if not planned.conversations and not graph:
             out.write(f"{whose[0].upper()}{whose[1:]} has no conversations; nothing cleared.")
             return
-        _confirm(interactive, confirm, f"Delete {_describe(planned)} of {whose}?")
+        _confirm(interactive, confirm, f"Delete {_describe(planned)}{also} of {whose}?")
         counts = erase_user_conversations(user_id, metadata=tenants.metadata)
+        if graph:
+            deleted = langgraph_ops.delete(graph)
+            out.write(f"Deleted {_describe(counts)}, {langgraph_ops.describe(deleted)}.")
+            return
     out.write(f"Deleted {_describe(counts)}.")
 
 
@@ -189,15 +222,28 @@ def prune_conversations(
         verb="delete",
         done="deleted",
     )
+    # A thread's age is its latest checkpoint's.
+    written = f"{describe(tenants)} last written before {cutoff.isoformat(timespec='seconds')}"
+    graph = langgraph_ops.plan_stale(
+        out, cutoff, tenants, subject=f"The LangGraph threads{written}"
+    )
     planned = count_conversations(selection)
+    graph_planned = graph.counts() if graph else None
+    also = f", {langgraph_ops.describe(graph_planned)}" if graph_planned else ""
     if dry_run:
-        out.write(f"Would delete {_describe(planned)}{when} (dry run; nothing deleted).")
+        out.write(f"Would delete {_describe(planned)}{also}{when} (dry run; nothing deleted).")
         return
-    if not planned.conversations:
+    if not planned.conversations and not graph:
         out.write(f"No conversations{when}; nothing deleted.")
         return
-    _confirm(interactive, confirm, f"Delete {_describe(planned)}{when}?")
+    _confirm(interactive, confirm, f"Delete {_describe(planned)}{also}{when}?")
     progress = Progress(err, verbosity, label="Pruning")
+    if graph:
+        deleted = langgraph_ops.delete(graph, batch_size=batch_size, progress=progress)
+        out.write(f"Deleted {langgraph_ops.describe(deleted)}{written}.")
+    if not planned.conversations:
+        progress.done()
+        return
     done = DeletionCounts()
 
     def on_batch(counts: DeletionCounts) -> None:
@@ -210,15 +256,13 @@ def prune_conversations(
     out.write(f"Deleted {_describe(counts)}{when}.")
 
 
-def _export_to_file(
-    output: Path, selection: ConversationFilter, batch_size: int, progress: Progress
-) -> tuple[int, int]:
+def _export_to_file(output: Path, records: _Export) -> _Exported:
     target = replaced_file(output)
     if target is None:
         # A FIFO, a device, a terminal: written to, never replaced.
         try:
             with open(output, "w", encoding="utf-8", newline="\n") as stream:
-                return _write_records(stream, selection, batch_size, progress)
+                return _write_records(stream, records)
         except OSError as error:
             raise CommandError(f"Cannot write {output}: {error.strerror or error}.") from None
     # Written beside the file and renamed at the end: a failed export
@@ -229,7 +273,7 @@ def _export_to_file(
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            counts = _write_records(stream, selection, batch_size, progress)
+            counts = _write_records(stream, records)
         os.replace(temporary, target)
     except BaseException as error:
         with suppress(FileNotFoundError):
@@ -258,28 +302,48 @@ def replaced_file(output: Path) -> Path | None:
     return Path(os.path.realpath(output)) if output.is_symlink() else output
 
 
-def _write_records(
-    stream: TextIO | OutputWrapper,
-    selection: ConversationFilter,
-    batch_size: int,
-    progress: Progress,
-) -> tuple[int, int]:
-    conversations = messages = 0
-    for record in iter_export_records(selection, batch_size=batch_size):
-        line = record_json(record)
-        if isinstance(stream, OutputWrapper):
-            stream.write(line)  # OutputWrapper adds the newline
-        else:
-            stream.write(line + "\n")
+@dataclass(frozen=True, slots=True)
+class _Export:
+    """What an export writes: conversations, then LangGraph's threads and items."""
+
+    selection: ConversationFilter
+    graph: langgraph_ops.GraphPlan
+    batch_size: int
+    progress: Progress
+
+
+@dataclass(slots=True)
+class _Exported:
+    conversations: int = 0
+    messages: int = 0
+    graph: ThreadCounts = field(default_factory=ThreadCounts)
+
+
+def _write_records(stream: TextIO | OutputWrapper, export: _Export) -> _Exported:
+    counts = _Exported()
+    batch_size, progress = export.batch_size, export.progress
+    for record in iter_export_records(export.selection, batch_size=batch_size):
+        _write_line(stream, record_json(record))
         if isinstance(record, ExportedMessage):
-            messages += 1
-            if messages % batch_size == 0:
-                progress.update(f"{conversations} conversations, {messages} messages")
+            counts.messages += 1
+            if counts.messages % batch_size == 0:
+                progress.update(f"{counts.conversations} conversations, {counts.messages} messages")
         elif not isinstance(record, ExportedAdkState):
-            conversations += 1
-            if conversations % batch_size == 0:
-                progress.update(f"{conversations} conversations, {messages} messages")
-    return conversations, messages
+            counts.conversations += 1
+            if counts.conversations % batch_size == 0:
+                progress.update(f"{counts.conversations} conversations, {counts.messages} messages")
+    if export.graph:
+        counts.graph = langgraph_ops.export(
+            lambda line: _write_line(stream, line), export.graph, batch_size, progress
+        )
+    return counts
+
+
+def _write_line(stream: TextIO | OutputWrapper, line: str) -> None:
+    if isinstance(stream, OutputWrapper):
+        stream.write(line)  # OutputWrapper adds the newline
+    else:
+        stream.write(line + "\n")
 
 
 def _require_conversation(

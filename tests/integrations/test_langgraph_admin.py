@@ -1,10 +1,14 @@
 """LangGraph's checkpoints in the admin: newest first, searchable by
 thread, a checkpoint's channel values decoded (the messages as a
 transcript) with its pending writes, a list whose queries do not grow with
-its rows, and nothing for staff whom the tenant restriction limits."""
+its rows, and for staff whom the tenant restriction limits, the threads
+whose ids carry their tenants alone. The store's items likewise: newest
+first, by exact namespace, values decoded (opened when sealed), their
+tenants' namespaces alone for tenant-limited staff."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,13 +17,17 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 
 from anvia_django.integrations.langgraph import DjangoSaver
-from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
+from anvia_django.integrations.langgraph.models import LangGraphCheckpoint, LangGraphStoreItem
+from anvia_django.integrations.langgraph.scopes import scoped_namespace, scoped_thread_id
+from anvia_django.integrations.langgraph.store import DjangoStore
+from tests.encryption.support import encryption
 
 from .langgraph_support import chat_graph, thread
 
 pytestmark = pytest.mark.django_db
 
 CHECKPOINTS = "/admin/anvia_django/langgraphcheckpoint/"
+ITEMS = "/admin/anvia_django/langgraphstoreitem/"
 RESTRICTED = {
     "SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]},
     "STAFF_TENANTS": "tests.test_staff_tenants.tenants_for",
@@ -29,7 +37,11 @@ RESTRICTED = {
 @pytest.fixture
 def viewer() -> Client:
     staff = User.objects.create(username="acme-staff", is_staff=True)
-    staff.user_permissions.set(Permission.objects.filter(codename="view_langgraphcheckpoint"))
+    staff.user_permissions.set(
+        Permission.objects.filter(
+            codename__in=["view_langgraphcheckpoint", "view_langgraphstoreitem"]
+        )
+    )
     client = Client()
     client.force_login(staff)
     return client
@@ -88,13 +100,71 @@ def test_the_list_is_newest_first_searchable_and_its_queries_constant(
 
 
 @override_settings(ANVIA_DJANGO=RESTRICTED)
-def test_staff_limited_to_tenants_see_no_thread(viewer: Client) -> None:
-    chat("t1", "hello")
-    shown = LangGraphCheckpoint.objects.values_list("checkpoint_id", flat=True)[0]
+def test_staff_limited_to_tenants_see_their_tenants_threads(viewer: Client) -> None:
+    acme = scoped_thread_id("chat", user_id="u1", tenant="acme")
+    others = [scoped_thread_id("chat", user_id="u1", tenant=tenant) for tenant in ("Acme", "acme2")]
+    for thread_id in (acme, *others, "plain"):
+        chat(thread_id, "hello")
     superuser = Client()
     superuser.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
-    assert shown in superuser.get(CHECKPOINTS).content.decode()  # may see every tenant
+    every = superuser.get(CHECKPOINTS).content.decode()
+    assert all(thread_id in every for thread_id in (acme, *others, "plain"))
 
     page = viewer.get(CHECKPOINTS)  # acme's staff
     assert page.status_code == 200
-    assert shown not in page.content.decode()
+    shown = page.content.decode()
+    assert acme in shown
+    assert not any(thread_id in shown for thread_id in (*others, "plain"))
+    plain = LangGraphCheckpoint.objects.filter(thread_id="plain").values_list("pk", flat=True)[0]
+    assert viewer.get(f"{CHECKPOINTS}{plain}/change/").status_code in (302, 404)
+
+
+def test_store_items_newest_first_by_namespace_with_constant_queries(
+    viewer: Client, django_assert_max_num_queries: Any
+) -> None:
+    store = DjangoStore()
+    store.put(("users", "u1"), "key-older", {"text": "older"})
+    store.put(("users", "u2"), "key-newer", {"text": "newer"})
+
+    html = viewer.get(ITEMS).content.decode()
+    assert html.index("key-newer") < html.index("key-older")
+    found = viewer.get(ITEMS, {"q": "users.u1"}).content.decode()
+    assert "key-older" in found
+    assert "key-newer" not in found
+    assert "users.u1" not in viewer.get(ITEMS, {"q": "users"}).content.decode()  # exact
+
+    with django_assert_max_num_queries(12) as few:
+        viewer.get(ITEMS)
+    store.put(("users", "u3"), "key-third", {"text": "x" * 10_000}, ttl=5)
+    with django_assert_max_num_queries(len(few)) as after:
+        viewer.get(ITEMS)
+    value_read = [query["sql"] for query in after if re.search(r'["`]value["`]', query["sql"])]
+    assert value_read == [], "the list reads no value"
+
+
+def test_a_store_item_shows_its_value_opened_when_sealed(viewer: Client) -> None:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        DjangoStore().put(("users", "u1"), "prefs", {"note": "the <b>launch</b> code"})
+        item = LangGraphStoreItem.objects.get(key="prefs")
+        assert b"launch" not in bytes(item.value)  # sealed
+
+        html = viewer.get(f"{ITEMS}{item.pk}/change/").content.decode()
+
+    assert "the &lt;b&gt;launch&lt;/b&gt; code" in html  # opened, escaped
+    assert "users.u1" in html
+
+
+@override_settings(ANVIA_DJANGO=RESTRICTED)
+def test_staff_limited_to_tenants_see_their_tenants_store_items(viewer: Client) -> None:
+    store = DjangoStore()
+    store.put(scoped_namespace("memories", user_id="u1", tenant="acme"), "key-acme", {"n": 1})
+    store.put(scoped_namespace("memories", user_id="u1", tenant="acme2"), "key-other", {"n": 2})
+    store.put(("users", "u1"), "key-plain", {"n": 3})
+    plain = LangGraphStoreItem.objects.get(key="key-plain")
+
+    shown = viewer.get(ITEMS).content.decode()  # acme's staff
+
+    assert "key-acme" in shown
+    assert "key-other" not in shown
+    assert "key-plain" not in shown
+    assert viewer.get(f"{ITEMS}{plain.pk}/change/").status_code == 302  # "does not exist"

@@ -1,15 +1,20 @@
 """Where a config points: its thread and namespace, and the config of a
 stored checkpoint; the place of a stored value in its thread or namespace
 (what a sealed value is bound to); a binary column's value as bytes; a
-column's value in a query compiled once."""
+column's value in a query compiled once; a store item's value opened.
+Imports LangGraph only for type checking."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db.models import Field, Model
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.base import SerializerProtocol
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from anvia_django.persistence.codec import Codec
 
 from anvia_django.persistence.compiled import Slot
 
@@ -66,6 +71,18 @@ def write_place(checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) 
 def item_place(key: str) -> str:
     """A store item's place in its namespace (which takes a thread's part)."""
     return f"item\x00{key}"
+
+
+SEALED_ITEM = "sealed"
+
+
+def opened_item(codec: Codec, namespace: str, key: str, stored: object) -> bytes:
+    """A store item's value column as its JSON bytes (opened when sealed)."""
+    data = as_bytes(stored) or b""
+    if data.startswith(b"{"):  # stored plain
+        return data
+    opened = codec.open_checkpoint_value(namespace, item_place(key), (SEALED_ITEM, data))
+    return opened[1] or b"{}"
 
 
 def slot(model: type[Model], name: str, called: str | None = None) -> Slot:

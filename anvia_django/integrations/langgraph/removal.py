@@ -1,27 +1,33 @@
 """Deleting checkpoints: whole threads, the checkpoints of runs, and pruning
 a thread down to its latest checkpoint per namespace.
 
-Each call commits as a whole. Deleting a thread also destroys its data key
-with encryption at rest on (after the commit), so copies of its rows in
-backups no longer open.
+Each call commits as a whole, but for :func:`delete_threads_in_batches`
+(the commands'), which commits every ``batch_size`` rows. Deleting a thread
+also destroys its data key with encryption at rest on (after the commit),
+so copies of its rows in backups no longer open.
+
+Imports LangGraph only for type checking: the commands use it without the extra.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from functools import reduce
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial, reduce
 from operator import or_
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Max, Q
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from django.db.models import Max, Q, QuerySet
 
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 STRATEGIES = ("keep_latest", "delete")
 PAGE = 500
@@ -149,3 +155,103 @@ def _keep_latest(serde: SerializerProtocol, alias: str, thread_id: str) -> None:
     kept = _kept_with_bases(rows, named)
     _delete_pages(values, [row[0] for row in rows if row[0] not in kept])
     checkpoints.exclude(kept_checkpoints).delete()
+
+
+GROUP = 500
+"""At most this many threads (or namespaces) in one ``IN`` list."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadCounts:
+    """What the commands delete: threads, their checkpoints, and store items."""
+
+    threads: int = 0
+    checkpoints: int = 0
+    items: int = 0
+
+    def __add__(self, other: ThreadCounts) -> ThreadCounts:
+        return ThreadCounts(
+            self.threads + other.threads,
+            self.checkpoints + other.checkpoints,
+            self.items + other.items,
+        )
+
+
+def delete_threads_in_batches(
+    thread_ids: Sequence[str],
+    *,
+    batch_size: int,
+    using: str | None,
+    still: Callable[[list[str]], list[str]] | None = None,
+    on_batch: Callable[[ThreadCounts], None] | None = None,
+) -> ThreadCounts:
+    """Every checkpoint, write and value of ``thread_ids``, at most
+    ``batch_size`` rows per transaction, so a huge thread never holds one.
+
+    Threads go in groups (at most ``batch_size``, and :data:`GROUP`): a
+    group's checkpoints first, oldest first (its latest stays readable
+    until the last batch), then its writes and values, which no checkpoint
+    names any more; the group's data keys go when its last batch commits.
+    ``still`` narrows a group to the threads that still qualify (a
+    retention cutoff) before any of it goes. A failure stops at a batch
+    boundary: a thread left without checkpoints reads as deleted, and
+    deleting it again removes the rest.
+    """
+    alias = write_alias(using)
+    unique = list(dict.fromkeys(str(thread_id) for thread_id in thread_ids))
+    size = min(batch_size, GROUP)
+    total = ThreadCounts()
+    for start in range(0, len(unique), size):
+        group = unique[start : start + size]
+        if still is not None:
+            group = still(group)
+            if not group:
+                continue
+        checkpoints = delete_in_batches(
+            LangGraphCheckpoint.objects.using(alias).filter(thread_id__in=group),
+            "checkpoint_id",
+            batch_size,
+        )
+        delete_in_batches(
+            LangGraphWrite.objects.using(alias).filter(thread_id__in=group), "pk", batch_size
+        )
+        codec = codec_for(alias)
+        delete_in_batches(
+            LangGraphBlob.objects.using(alias).filter(thread_id__in=group),
+            "pk",
+            batch_size,
+            last=partial(codec.forget_checkpoint_threads, group),
+        )
+        counts = ThreadCounts(len(group), checkpoints)
+        total += counts
+        if on_batch is not None:
+            on_batch(counts)
+    return total
+
+
+def delete_in_batches(
+    rows: QuerySet[Any],
+    order: str,
+    batch_size: int,
+    *,
+    last: Callable[[], None] | None = None,
+) -> int:
+    """Delete ``rows`` in ascending ``order``, about ``batch_size`` per
+    transaction (rows sharing the boundary's value go together); ``last``
+    runs inside the final transaction. How many rows went.
+
+    A batch is a range up to its last row's value, not a list of keys: no
+    statement grows with the batch size."""
+    alias = rows.db
+    deleted = 0
+    while True:
+        with transaction.atomic(using=alias):
+            boundary = list(
+                rows.order_by(order).values_list(order, flat=True)[batch_size - 1 : batch_size]
+            )
+            batch = rows.filter(**{f"{order}__lte": boundary[0]}) if boundary else rows
+            deleted += batch.order_by().delete()[0]
+            if not boundary and last is not None:
+                last()
+        if not boundary:
+            return deleted

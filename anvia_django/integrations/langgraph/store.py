@@ -22,7 +22,8 @@ from langgraph.store.base import BaseStore, Op, Result, TTLConfig
 
 from anvia_django.persistence.threads.dispatch import run_for_sync_caller, run_in_db_thread
 
-from .store_items import run_ops, sweep_expired
+from .maintenance import sweep_expired
+from .store_items import run_ops
 
 
 class DjangoStore(BaseStore):

@@ -2,7 +2,7 @@
 and namespace listings, run in order in one transaction.
 
 Items whose time has passed (``expires_at``) are never returned, even before
-:func:`sweep_expired` deletes them. A read that refreshes (``refresh_ttl``)
+``maintenance.sweep_expired`` deletes them. A read that refreshes (``refresh_ttl``)
 moves the expiry of the items it returns to now plus their TTL.
 """
 
@@ -32,7 +32,7 @@ from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
 from .models import LangGraphStoreItem
-from .places import item_place
+from .places import item_place, opened_item
 from .store_matching import (
     SEPARATOR,
     matches_conditions,
@@ -66,14 +66,6 @@ def run_ops(ops: Iterable[Op], *, using: str | None) -> list[Result]:
     return results
 
 
-def sweep_expired(*, using: str | None) -> int:
-    """Delete the items whose time has passed; how many went."""
-    alias = write_alias(using)
-    expired = LangGraphStoreItem.objects.using(alias).filter(expires_at__lte=timezone.now())
-    deleted, _ = expired.delete()
-    return deleted
-
-
 def _place(op: GetOp | PutOp) -> dict[str, str]:
     return {"namespace": namespace_text(op.namespace), "key": str(op.key)}
 
@@ -96,13 +88,9 @@ def _read(
     codec = codec_for(alias)
     items = []
     for _, namespace, key, stored, created_at, updated_at, _ttl in found:
-        data = bytes(stored)
-        if not data.startswith(b"{"):  # sealed
-            opened = codec.open_checkpoint_value(namespace, item_place(key), ("sealed", data))
-            data = opened[1] or b"{}"
         items.append(
             Item(
-                value=json.loads(data),
+                value=json.loads(opened_item(codec, namespace, key, stored)),
                 key=key,
                 namespace=namespace_of(namespace),
                 created_at=created_at,

@@ -16,7 +16,7 @@ from django.core.management import BaseCommand, CommandError, CommandParser
 
 from anvia_django.conf import ID_MAX_LENGTH
 from anvia_django.core.memory import InvalidMemoryInputError
-from anvia_django.management import key_ops, memory_ops, usage
+from anvia_django.management import key_ops, langgraph_ops, memory_ops, usage
 from anvia_django.management.durations import parse_age
 from anvia_django.management.pipes import EXIT_BROKEN_PIPE, closed_stdout, quiet_stdout
 from anvia_django.management.tenants import add_tenant_options, tenant_choice
@@ -117,7 +117,8 @@ class ActionParser(CommandParser):
 
 class Command(BaseCommand):
     help = (
-        "List, show, export, clear (erase) and prune stored agent conversations; "
+        "List, show, export, clear (erase) and prune stored agent conversations "
+        "(and LangGraph's threads and store items); sweep expired store items; "
         "report token usage; erase a user and rotate keys (encryption at rest)."
     )
 
@@ -126,7 +127,7 @@ class Command(BaseCommand):
             parser_class=ActionParser,
             dest="action",
             required=True,
-            metavar="{list,show,export,clear,prune,usage,erase,rotate-keys}",
+            metavar="{list,show,export,clear,prune,sweep,usage,erase,rotate-keys}",
         )
 
         listing = self._subcommand(actions, "list", "Conversations, most recently updated first.")
@@ -176,6 +177,14 @@ class Command(BaseCommand):
         self._batch_size_option(prune)
         self._no_input_option(prune)
         add_tenant_options(prune, identifier)
+
+        sweep = self._subcommand(
+            actions, "sweep", "Delete the LangGraph store items whose TTL has passed."
+        )
+        sweep.add_argument(
+            "--dry-run", action="store_true", help="Report what would go; delete nothing."
+        )
+        self._batch_size_option(sweep)
 
         report = self._subcommand(
             actions, "usage", "Token usage per user, from the run records, over a date range."
@@ -270,6 +279,10 @@ class Command(BaseCommand):
                 confirm=self._ask,
                 verbosity=verbosity,
                 tenants=tenant_choice(options),
+            )
+        elif action == "sweep":
+            langgraph_ops.sweep(
+                self.stdout, dry_run=options["dry_run"], batch_size=options["batch_size"]
             )
         elif action == "usage":
             if options["since"] and options["until"] and options["since"] >= options["until"]:

@@ -222,3 +222,11 @@ class Codec(ABC):
     def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
         """The checkpoints of ``thread_ids`` are being deleted (in the
         current transaction): their keys go once it commits."""
+
+    @abstractmethod
+    def erase_checkpoint_keys(
+        self, thread_ids: Collection[str], namespaces: Collection[str]
+    ) -> int:
+        """Make the values of LangGraph threads ``thread_ids`` and the items
+        of store ``namespaces`` unreadable for good now, before their rows
+        are deleted (erasure): how many keys that destroyed."""

@@ -104,6 +104,11 @@ class PlainCodec(Codec):
     def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
         return None
 
+    def erase_checkpoint_keys(
+        self, thread_ids: Collection[str], namespaces: Collection[str]
+    ) -> int:
+        return 0
+
 
 def _value_as_is(place: str, value: CheckpointValue) -> CheckpointValue:
     return value

@@ -298,6 +298,13 @@ class SealedCodec(Codec):
 
         transaction.on_commit(destroy, using=self.alias)
 
+    def erase_checkpoint_keys(
+        self, thread_ids: Collection[str], namespaces: Collection[str]
+    ) -> int:
+        owners = {owner_of_thread(thread_id) for thread_id in thread_ids}
+        owners.update(owner_of_namespace(namespace) for namespace in namespaces)
+        return sum(destroy_data_key(self.alias, owner) for owner in sorted(owners))
+
 
 def _owners_in(alias: str, scope: SearchScope) -> set[str] | None:
     """The data key owners of the conversations ``scope`` covers; ``None``

@@ -1,0 +1,284 @@
+"""LangGraph's threads and store items in ``anvia_memory`` (issue 39): a
+thread id carries its user and tenant (``scoped_thread_id``, one parser),
+and ``clear``, ``erase``, ``prune``, ``export`` and ``sweep`` reach them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from django.utils import timezone
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+
+from anvia_django.core.memory import InvalidMemoryInputError
+from anvia_django.encryption.keys import owner_of_namespace, owner_of_thread
+from anvia_django.integrations.langgraph import DjangoSaver, export
+from anvia_django.integrations.langgraph.maintenance import ScopeSelection, thread_ids_of
+from anvia_django.integrations.langgraph.models import (
+    LangGraphBlob,
+    LangGraphCheckpoint,
+    LangGraphStoreItem,
+    LangGraphWrite,
+)
+from anvia_django.integrations.langgraph.scopes import (
+    ThreadScope,
+    namespace_scope,
+    scoped_namespace,
+    scoped_thread_id,
+    thread_scope,
+)
+from anvia_django.integrations.langgraph.store import DjangoStore
+from anvia_django.models import DataKey
+from tests.encryption.support import encryption
+
+TENANTS = {"SCOPE": {"user_id": True, "metadata_keys": ["tenant_id"]}}
+
+
+@pytest.mark.parametrize(
+    ("thread", "user_id", "tenant"),
+    [
+        ("chat-1", "u1", "acme"),
+        ("a:b.c%3A%", "ana@example.com", "t:1.%"),
+        ("anvia:t=x:u=y:z", None, "acme"),
+        ("t=x", "u=1:", None),
+        ("ünï 😀", None, None),
+    ],
+)
+def test_a_thread_id_carries_its_user_and_tenant_back(
+    thread: str, user_id: str | None, tenant: str | None
+) -> None:
+    built = scoped_thread_id(thread, user_id=user_id, tenant=tenant)
+    assert thread_scope(built) == ThreadScope(thread, user_id, tenant)
+    if user_id is not None or tenant is not None:
+        namespace = scoped_namespace("memories", user_id=user_id, tenant=tenant)
+        assert not any("." in label for label in namespace)  # LangGraph refuses dots
+        assert namespace_scope(".".join(namespace)) == ThreadScope("", user_id, tenant)
+
+
+def test_ids_not_made_by_the_helper_carry_nothing_and_bad_parts_are_refused() -> None:
+    for plain in ("t1", "anvia:t=acme:", "anvia:t=a%ZZ:x", "anvia:t=a:b:c"):
+        assert thread_scope(plain) == ThreadScope(plain)
+    assert namespace_scope(("u1", "memories")) is None
+    for bad in ({"thread": ""}, {"thread": "x", "user_id": " "}, {"thread": "x", "tenant": "a\0"}):
+        with pytest.raises(InvalidMemoryInputError):
+            scoped_thread_id(**bad)
+    with pytest.raises(InvalidMemoryInputError, match="thread_id: is 261 characters"):
+        scoped_thread_id("x" * 250, user_id="u1")
+    with pytest.raises(InvalidMemoryInputError, match="namespace"):
+        scoped_namespace("memories")
+
+
+def put(thread_id: str, *texts: str, steps: int = 1) -> None:
+    """``steps`` checkpoints of ``thread_id`` holding ``texts`` as messages."""
+    saver = DjangoSaver()
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    for step in range(1, steps + 1):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [HumanMessage(text) for text in texts]}
+        checkpoint["channel_versions"] = {"messages": step}
+        config = saver.put(config, checkpoint, {"step": step}, {"messages": step})
+    saver.put_writes(config, [("approved", "yes")], "task-1")
+
+
+def memory(*args: str) -> str:
+    out, err = StringIO(), StringIO()
+    call_command("anvia_memory", *args, stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+def threads() -> set[str]:
+    return set(LangGraphCheckpoint.objects.values_list("thread_id", flat=True))
+
+
+ACME_U1 = scoped_thread_id("chat", user_id="u1", tenant="acme")
+UPPER_U1 = scoped_thread_id("chat", user_id="u1", tenant="Acme")
+ACME_U10 = scoped_thread_id("chat", user_id="u10", tenant="acme")
+U1 = scoped_thread_id("chat", user_id="u1")
+
+
+@pytest.mark.django_db
+def test_a_users_or_tenants_threads_are_matched_exactly() -> None:
+    for thread_id in (ACME_U1, UPPER_U1, ACME_U10, U1, "u1"):
+        put(thread_id, "hi")
+
+    assert thread_ids_of(ScopeSelection(tenant="acme")) == sorted([ACME_U1, ACME_U10])
+    assert thread_ids_of(ScopeSelection(user_id="u1", tenant="acme")) == [ACME_U1]
+    assert thread_ids_of(ScopeSelection(user_id="u1")) == sorted([ACME_U1, UPPER_U1, U1])
+
+
+@pytest.mark.django_db
+def test_clear_deletes_the_users_threads_and_items_and_nothing_else() -> None:
+    put(U1, "mine")
+    put(ACME_U10, "theirs")
+    store = DjangoStore()
+    store.put(scoped_namespace("memories", user_id="u1"), "food", {"likes": "pizza"})
+    store.put(scoped_namespace("memories", user_id="u10"), "food", {"likes": "soup"})
+
+    dry = memory("clear", "--user", "u1", "--dry-run")
+    assert "1 LangGraph thread (1 checkpoint) and 1 store item" in dry
+    assert threads() == {U1, ACME_U10}
+
+    said = memory("clear", "--user", "u1", "--yes")
+
+    assert "Deleted 0 conversations (0 messages), 1 LangGraph thread" in said
+    assert threads() == {ACME_U10}
+    assert not LangGraphWrite.objects.filter(thread_id=U1).exists()
+    assert not LangGraphBlob.objects.filter(thread_id=U1).exists()
+    assert list(LangGraphStoreItem.objects.values_list("namespace", flat=True)) == [
+        "anvia:u=u10:.memories"
+    ]
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=TENANTS)
+def test_a_user_in_several_tenants_needs_one_named() -> None:
+    put(ACME_U1, "acme")
+    put(UPPER_U1, "other")
+
+    with pytest.raises(CommandError, match=r"2 tenants \(tenant_id 'Acme', tenant_id 'acme'\)"):
+        memory("clear", "--user", "u1", "--yes")
+    assert threads() == {ACME_U1, UPPER_U1}
+
+    memory("clear", "--user", "u1", "--tenant-id", "acme", "--yes")
+    assert threads() == {UPPER_U1}
+
+
+@pytest.mark.django_db
+def test_erase_destroys_the_threads_and_namespaces_keys_then_deletes() -> None:
+    with override_settings(ANVIA_DJANGO={**encryption(), **TENANTS}):
+        put(ACME_U1, "my secret")
+        put(ACME_U10, "not mine")
+        namespace = scoped_namespace("memories", user_id="u1", tenant="acme")
+        DjangoStore().put(namespace, "food", {"likes": "pizza"})
+        mine = {owner_of_thread(ACME_U1), owner_of_namespace(".".join(namespace))}
+        assert mine <= set(DataKey.objects.values_list("owner", flat=True))
+
+        said = memory("erase", "--user", "u1", "--tenant-id", "acme", "--yes")
+
+        assert "1 LangGraph thread (1 checkpoint) and 1 store item" in said
+        assert "2 data key(s) destroyed." in said
+        left = set(DataKey.objects.values_list("owner", flat=True))
+        assert not mine & left
+        assert owner_of_thread(ACME_U10) in left
+        assert threads() == {ACME_U10}
+        assert not LangGraphStoreItem.objects.exists()
+
+
+@pytest.mark.django_db
+def test_prune_deletes_threads_whose_latest_checkpoint_is_old_in_batches() -> None:
+    put("old", "bye", steps=3)
+    put("new", "hi")
+    long_ago = timezone.now() - timedelta(days=40)
+    LangGraphCheckpoint.objects.filter(thread_id="old").update(created_at=long_ago)
+
+    assert "1 LangGraph thread (3 checkpoints)" in memory(
+        "prune", "--older-than", "30d", "--dry-run"
+    )
+    said = memory("prune", "--older-than", "30d", "--batch-size", "2", "--yes")
+
+    assert "Deleted 1 LangGraph thread (3 checkpoints) last written before" in said
+    assert threads() == {"new"}
+    assert not LangGraphBlob.objects.filter(thread_id="old").exists()
+    assert not LangGraphWrite.objects.filter(thread_id="old").exists()
+
+
+@pytest.mark.django_db
+def test_export_writes_the_users_threads_decoded_and_items() -> None:
+    put(U1, "where is order 42?", steps=2)
+    put(ACME_U10, "not mine")
+    DjangoStore().put(scoped_namespace("memories", user_id="u1"), "food", {"likes": "pizza"})
+
+    out = StringIO()
+    call_command("anvia_memory", "export", "--user", "u1", "-v", "0", stdout=out)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+
+    assert [record["type"] for record in records] == [
+        "langgraphThread",
+        "langgraphCheckpoint",
+        "langgraphCheckpoint",
+        "langgraphStoreItem",
+    ]
+    assert records[0] | {"threadId": U1} == {
+        "type": "langgraphThread",
+        "threadId": U1,
+        "thread": "chat",
+        "userId": "u1",
+        "tenant": None,
+        "checkpointCount": 2,
+    }
+    latest = records[2]
+    message = latest["channelValues"]["messages"][0]
+    assert message["kwargs"]["content"] == "where is order 42?"
+    assert latest["pendingWrites"] == [{"taskId": "task-1", "channel": "approved", "value": "yes"}]
+    assert records[3]["namespace"] == ["anvia:u=u1:", "memories"]
+    assert records[3]["value"] == {"likes": "pizza"}
+
+
+@pytest.mark.django_db
+def test_without_langgraph_a_checkpoint_is_exported_as_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    put(U1, "hi")
+    monkeypatch.setattr(export, "_decoder", lambda alias: export._as_stored)
+
+    records = list(export.iter_thread_records([U1], batch_size=10))
+
+    checkpoint = records[1]
+    assert checkpoint["channelValues"] is None
+    stored = LangGraphCheckpoint.objects.get(thread_id=U1)
+    assert base64.b64decode(checkpoint["stored"]["base64"]) == bytes(stored.checkpoint)
+
+
+@pytest.mark.django_db
+def test_sweep_deletes_the_expired_store_items() -> None:
+    store = DjangoStore()
+    store.put(("memories",), "gone", {"v": 1}, ttl=1)
+    store.put(("memories",), "kept", {"v": 2})
+    LangGraphStoreItem.objects.filter(key="gone").update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+
+    assert "Would delete 1 expired store item" in memory("sweep", "--dry-run")
+    assert "Deleted 1 expired store item." in memory("sweep")
+    assert list(LangGraphStoreItem.objects.values_list("key", flat=True)) == ["kept"]
+
+
+@pytest.mark.django_db
+def test_commands_without_threads_say_what_they_said_before() -> None:
+    assert memory("clear", "--user", "nobody", "--yes").strip() == (
+        "User 'nobody' has no conversations; nothing cleared."
+    )
+    assert memory("prune", "--older-than", "1d", "--yes").startswith("No conversations")
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=TENANTS)
+def test_export_of_a_tenant_writes_its_threads_alone() -> None:
+    put(ACME_U1, "acme")
+    put(UPPER_U1, "other")
+
+    out = StringIO()
+    call_command("anvia_memory", "export", "--tenant-id", "acme", "-v", "0", stdout=out)
+
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {record["threadId"] for record in records} == {ACME_U1}
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO={"SCOPE": {"metadata_keys": ["tenant_id", "org.id"]}})
+def test_options_naming_another_key_leave_threads_alone_and_say_so() -> None:
+    put(ACME_U1, "acme")
+
+    said = memory("clear", "--user", "u1", "--tenant-id", "acme", "--org-id", "x", "--yes")
+
+    assert "LangGraph threads and store items were left alone" in said
+    assert threads() == {ACME_U1}
+    memory("clear", "--user", "u1", "--tenant-id", "acme", "--yes")
+    assert threads() == set()
