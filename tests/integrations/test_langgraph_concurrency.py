@@ -167,3 +167,38 @@ def assert_no_fork(checkpoints: list[Any]) -> None:
         if checkpoint.parent_config is not None
     ]
     assert len(parents) == len(set(parents))
+
+
+class ReadsThenWaits(DjangoSaver):
+    """A saver whose run, once it has read its thread, waits for ``go``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read = threading.Event()
+        self.go = threading.Event()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = super().get_tuple(config)
+        self.read.set()
+        assert self.go.wait(timeout=30)
+        return found
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_run_is_refused_after_another_run_stored_a_whole_turn() -> None:
+    # The late run read the thread empty; the other run then stored all its
+    # checkpoints before the late one stored its first.
+    late = ReadsThenWaits()
+    with ThreadPoolExecutor(1) as pool:
+        outcome = pool.submit(run_refusing, chat_graph(late), "late")
+        assert late.read.wait(timeout=30)
+        chat_graph(DjangoSaver()).invoke({"messages": [("user", "early")]}, thread("twice"))
+        late.go.set()
+        refusal = outcome.result(timeout=30)
+
+    assert "thread 'twice'" in refusal
+    assert "found the thread without checkpoints" in refusal
+    saver = DjangoSaver()
+    checkpoints = list(saver.list(thread("twice")))
+    assert len(checkpoints) == CHECKPOINTS_A_TURN  # the late run stored none
+    assert_one_line(checkpoints)

@@ -48,7 +48,7 @@ class ConcurrentRunError(InvalidUpdateError):
     was stored."""
 
     def __init__(
-        self, thread_id: str, checkpoint_ns: str, parent_id: str, latest: str | None
+        self, thread_id: str, checkpoint_ns: str, parent_id: str | None, latest: str | None
     ) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
@@ -62,9 +62,14 @@ class ConcurrentRunError(InvalidUpdateError):
             if latest is not None
             else "it was deleted since"
         )
+        read = (
+            f"continues checkpoint {parent_id}, read as the thread's latest"
+            if parent_id is not None
+            else "found the thread without checkpoints"
+        )
         super().__init__(
-            f"{where}: this run continues checkpoint {parent_id}, read as the thread's "
-            f"latest, but {now}. Nothing was stored. Run a thread's graph one call at a "
+            f"{where}: this run {read}, but {now}. Nothing was stored. "
+            "Run a thread's graph one call at a "
             "time; run it again to continue from the latest checkpoint, or pass "
             "checkpoint_id in the config to branch from an earlier one on purpose."
         )
@@ -98,10 +103,15 @@ class Following:
                 self._keys.popitem(last=False)
 
 
-def refuse_unless_latest(alias: str, thread_id: str, checkpoint_ns: str, parent_id: str) -> None:
+def refuse_unless_latest(
+    alias: str, thread_id: str, checkpoint_ns: str, parent_id: str | None
+) -> None:
     """Raise :class:`ConcurrentRunError` unless ``parent_id`` is still the
-    latest checkpoint of its thread and namespace; inside the put's
-    transaction, before it stores anything. Race-free: on PostgreSQL and
+    latest checkpoint of its thread and namespace (None: unless it has no
+    checkpoint); inside the put's transaction, before it stores anything.
+    A namespace found empty has no row to lock: two first checkpoints
+    stored at once both pass, and the next put of one of the two runs is
+    refused (both cannot be the latest). Else race-free: on PostgreSQL and
     MariaDB the parent's row is locked first, so puts after the same parent
     wait for each other, and the latest is read after the lock (a locking
     read, past MariaDB's snapshot); SQLite's transaction holds the
@@ -109,10 +119,10 @@ def refuse_unless_latest(alias: str, thread_id: str, checkpoint_ns: str, parent_
     "IMMEDIATE"``, which the app's system check asks for), and it has no
     row locks to take."""
     values = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": parent_id}
-    if connections[alias].features.has_select_for_update:
+    if parent_id is not None and connections[alias].features.has_select_for_update:
         _queries(alias)[0].rows(alias, values)
     latest = _queries(alias)[1].column(alias, values)
-    if latest != [parent_id]:
+    if latest != ([] if parent_id is None else [parent_id]):
         raise ConcurrentRunError(thread_id, checkpoint_ns, parent_id, latest[0] if latest else None)
 
 

@@ -72,6 +72,9 @@ def put_checkpoint(
         follows = following.after(thread_id, checkpoint_ns, parent_id)
     else:
         follows = said is True
+    # A first checkpoint is checked (the namespace still empty) only after a
+    # read that found it empty: a config's own root (a copy) may fork.
+    checked = follows and (parent_id is not None or said is None)
     parent_lists = memory.of(thread_id, checkpoint_ns, parent_id) if memory else {}
     versions = checkpoint.get("channel_versions", {})
     lists = {
@@ -90,8 +93,8 @@ def put_checkpoint(
                 if found is not None:
                     plans[channel] = found
     with transaction.atomic(using=alias):
-        if follows and parent_id is not None:
-            conflicts.refuse_unless_latest(alias, thread_id, checkpoint_ns, str(parent_id))
+        if checked:
+            conflicts.refuse_unless_latest(alias, thread_id, checkpoint_ns, parent_id)
         if new_versions:
             seal = codec_for(alias).checkpoint_sealer(thread_id)
             _whole_unless_base_holds(alias, thread_id, checkpoint_ns, plans)
