@@ -68,6 +68,7 @@ from anvia_django.integrations.langgraph.models import (  # noqa: E402
     LangGraphCheckpoint,
     LangGraphWrite,
 )
+from anvia_django.integrations.langgraph.places import FOLLOWS_LATEST  # noqa: E402
 
 from . import settings as bench_settings  # noqa: E402
 from .database import create_fresh_database, pg_conninfo  # noqa: E402
@@ -151,7 +152,13 @@ def chat_steps(turns: int) -> tuple[list[list[tuple[str, tuple[Any, ...]]]], int
 
 def on_thread(args: tuple[Any, ...], thread_id: str) -> tuple[Any, ...]:
     config = copy.copy(args[0])
-    config["configurable"] = {**config["configurable"], "thread_id": thread_id}
+    configurable = {**config["configurable"], "thread_id": thread_id}
+    if configurable.get("checkpoint_id"):
+        # What a graph's run puts with after DjangoSaver's get_tuple of the
+        # latest: DjangoSaver checks the parent is still the latest (the
+        # official savers ignore the key, as LangGraph's own "__" keys).
+        configurable[FOLLOWS_LATEST] = True
+    config["configurable"] = configurable
     return (config, *args[1:])
 
 

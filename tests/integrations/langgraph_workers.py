@@ -14,12 +14,13 @@ def chat_turns(
 ) -> int:
     """``turns`` turns of the chat graph on ``thread_id`` ("<worker>:<turn>"
     from the user), started together with the other workers at ``gate``;
-    how many turns finished."""
+    how many turns finished. A turn another run on the thread refused
+    (``ConcurrentRunError``) runs again."""
     if database_name is not None:
         setup_django(database_name)
     from django.db import connections
 
-    from anvia_django.integrations.langgraph import DjangoSaver
+    from anvia_django.integrations.langgraph import ConcurrentRunError, DjangoSaver
     from anvia_django.store import close_db_threads
 
     from .langgraph_support import chat_graph, thread
@@ -29,7 +30,14 @@ def chat_turns(
     async def chat() -> int:
         for turn in range(turns):
             message = {"messages": [("user", f"{worker}:{turn}")]}
-            await graph.ainvoke(message, thread(thread_id))
+            while True:
+                try:
+                    await graph.ainvoke(message, thread(thread_id))
+                    break
+                except ConcurrentRunError:
+                    # Another run on this thread went first: run the turn
+                    # again, after its checkpoints.
+                    continue
         return turns
 
     start_together(gate)

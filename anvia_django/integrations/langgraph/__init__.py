@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .conflicts import ConcurrentRunError
     from .saver import DjangoSaver
 
-__all__ = ["DjangoSaver"]
+__all__ = ["ConcurrentRunError", "DjangoSaver"]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,4 +26,8 @@ def __getattr__(name: str) -> Any:
         from .saver import DjangoSaver
 
         return DjangoSaver
+    if name == "ConcurrentRunError":
+        from .conflicts import ConcurrentRunError
+
+        return ConcurrentRunError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

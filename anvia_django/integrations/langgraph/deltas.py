@@ -11,13 +11,15 @@ most that many rows, read in one query by their anchor.
 
 "Item for item" is checked on the serializer's bytes, never on Python
 equality: the saver remembers, for the versions it stored, a keyed digest
-of each stored segment's bytes (``Remembered``), and the new list is
-serialized in the same segments and compared. The digest's key lives in
-the process only (a digest in a row reveals nothing about its content),
-so a version stored by another process, or forgotten, is stored whole.
-Only ``JsonPlusSerializer``'s msgpack lists are split: a list's items are
-serialized each on its own there, so reading the segments and joining the
-lists gives what reading the whole list gives.
+of the bytes of the whole list's items (``Remembered``); the new list is
+serialized once, whole, and the digest of its first bytes compared. The
+digest's key lives in the process only (a digest in a row reveals nothing
+about its content), so a version stored by another process, or forgotten,
+is stored whole. Only ``JsonPlusSerializer``'s msgpack lists are split: a
+msgpack array is a header and then each item's bytes, each item serialized
+on its own, so the items appended are the array's last bytes under a
+header of their own, and reading the segments and joining the lists gives
+what reading the whole list gives.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import hashlib
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -48,8 +49,9 @@ class Stored(NamedTuple):
     version: str
     anchor: str  # the version of the chain's whole value (itself for an anchor)
     depth: int  # rows after the anchor
-    counts: tuple[int, ...]  # items in each segment, anchor first
-    digest: str  # of the chain's segments, keyed
+    items: int  # items in the whole value
+    length: int  # bytes of those items in the whole value's serialization
+    digest: str  # of those bytes, keyed
 
 
 class Plan(NamedTuple):
@@ -61,7 +63,21 @@ class Plan(NamedTuple):
     anchor: str | None
     depth: int
     digest: str
+    base_digest: str | None  # what the base row's digest must be for the delta to hold
+    whole: bytes  # the whole value's serialization, stored instead when the base does not hold
     stored: Stored
+
+    def as_whole(self) -> Plan:
+        """This plan with the whole value stored: the chain starts again here."""
+        version = self.stored.version
+        return self._replace(
+            payload=self.whole,
+            base=None,
+            anchor=None,
+            depth=0,
+            base_digest=None,
+            stored=self.stored._replace(anchor=version, depth=0),
+        )
 
 
 class Remembered:
@@ -93,17 +109,9 @@ class Remembered:
             while len(self._checkpoints) > REMEMBERED:
                 self._checkpoints.popitem(last=False)
 
-    def digest(self, previous: str, segment: bytes) -> str:
-        hashed = hashlib.blake2b(segment, key=self._key, digest_size=16).hexdigest()
-        return hashlib.blake2b(
-            (previous + hashed).encode(), key=self._key, digest_size=16
-        ).hexdigest()
-
-    def chain_digest(self, segments: Iterable[bytes]) -> str:
-        digest = ""
-        for segment in segments:
-            digest = self.digest(digest, segment)
-        return digest
+    def hasher(self) -> Any:
+        """A keyed hash, for the digests of serialized items."""
+        return hashlib.blake2b(key=self._key, digest_size=16)
 
 
 def plan(
@@ -111,35 +119,73 @@ def plan(
 ) -> Plan | None:
     """What to store for ``value`` at ``version`` when it is a list (whole
     or the items appended to ``base``); None when it is not a list the
-    serializer splits (the caller stores it as before)."""
+    serializer splits (the caller stores it as before).
+
+    The list is serialized once, whole: a msgpack array is its header and
+    then each item's bytes, so the items of ``base`` are a prefix of those
+    bytes when the list extends it, which the prefix's digest tells."""
     if type(value) is not list or not isinstance(serde, JsonPlusSerializer):
         return None
-    if base is not None and base.depth + 1 < FULL_EVERY and sum(base.counts) <= len(value):
-        segments: list[bytes] = []
-        start = 0
-        for count in base.counts:
-            kind, data = serde.dumps_typed(value[start : start + count])
-            if kind != MSGPACK:
-                break
-            segments.append(data)
-            start += count
-        else:
-            if memory.chain_digest(segments) == base.digest:
-                kind, data = serde.dumps_typed(value[start:])
-                if kind == MSGPACK:
-                    digest = memory.digest(base.digest, data)
-                    stored = Stored(
-                        version,
-                        base.anchor,
-                        base.depth + 1,
-                        (*base.counts, len(value) - start),
-                        digest,
-                    )
-                    return Plan(kind, data, base.version, base.anchor, stored.depth, digest, stored)
     kind, data = serde.dumps_typed(value)
     if kind != MSGPACK:
         return None
-    digest = memory.digest("", data)
-    return Plan(
-        kind, data, None, None, 0, digest, Stored(version, version, 0, (len(value),), digest)
-    )
+    start = _items_start(data, len(value))
+    if start is None:
+        return None
+    body = memoryview(data)[start:]
+    hasher = memory.hasher()
+    if (
+        base is not None
+        and base.depth + 1 < FULL_EVERY
+        and base.items <= len(value)
+        and base.length <= len(body)
+    ):
+        hasher.update(body[: base.length])
+        if hasher.copy().hexdigest() == base.digest:
+            hasher.update(body[base.length :])
+            digest = hasher.hexdigest()
+            payload = _header(len(value) - base.items) + bytes(body[base.length :])
+            stored = Stored(version, base.anchor, base.depth + 1, len(value), len(body), digest)
+            return Plan(
+                kind,
+                payload,
+                base.version,
+                base.anchor,
+                stored.depth,
+                digest,
+                base.digest,
+                data,
+                stored,
+            )
+        hasher.update(body[base.length :])
+    else:
+        hasher.update(body)
+    digest = hasher.hexdigest()
+    stored = Stored(version, version, 0, len(value), len(body), digest)
+    return Plan(kind, data, None, None, 0, digest, None, data, stored)
+
+
+def _items_start(data: bytes, count: int) -> int | None:
+    """Where the items of a serialized list of ``count`` items begin (after
+    the msgpack array's header), or None if ``data`` is not such an array."""
+    if not data:
+        return None
+    first = data[0]
+    if first & 0xF0 == 0x90:
+        length, start = first & 0x0F, 1
+    elif first == 0xDC:
+        length, start = int.from_bytes(data[1:3], "big"), 3
+    elif first == 0xDD:
+        length, start = int.from_bytes(data[1:5], "big"), 5
+    else:
+        return None
+    return start if length == count else None
+
+
+def _header(count: int) -> bytes:
+    """A msgpack array's header for ``count`` items (the shortest form, as msgpack writes it)."""
+    if count < 16:
+        return bytes([0x90 | count])
+    if count < 0x10000:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")

@@ -1,16 +1,19 @@
 """Reading checkpoints back: one, the latest of a thread's namespace, or a
 list, each with its channel values and pending writes.
 
-A batch of checkpoints costs three queries whatever its size: the rows,
+A batch of checkpoints costs four queries whatever its size: the rows,
 their channel values (each version once, however many checkpoints share
-it) and their writes, in ``writes_sort_key`` order.
+it), the chains of the values stored as deltas, and their writes, in
+``writes_sort_key`` order. One checkpoint (``get_tuple``, the hottest read)
+costs the same four, each compiled once (``persistence/compiled.py``); the
+latest's config says that a run follows it (``conflicts.py``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from functools import reduce
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import lru_cache, reduce
 from operator import or_
 from typing import Any, NamedTuple, cast
 
@@ -20,9 +23,11 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, get_checkpoin
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.compiled import CompiledQuery, Slot, compile_once
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.json_values import MetadataString
 
+from .conflicts import Following
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
 from .places import (
     EMPTY,
@@ -30,6 +35,7 @@ from .places import (
     blob_place,
     checkpoint_config,
     loaded,
+    slot,
     thread_and_namespace,
     write_place,
 )
@@ -52,23 +58,49 @@ _COLUMNS = StoredCheckpoint._fields
 
 
 def latest_or_named(
-    serde: SerializerProtocol, config: RunnableConfig, *, using: str | None
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    *,
+    using: str | None,
+    following: Following | None = None,
 ) -> CheckpointTuple | None:
-    """The checkpoint ``config`` names, else the latest of its thread and namespace."""
+    """The checkpoint ``config`` names, else the latest of its thread and
+    namespace, whose config then says that a run follows the latest
+    (``conflicts.py``); ``following`` remembers a namespace found empty."""
     alias = write_alias(using)
     thread_id, checkpoint_ns = thread_and_namespace(config)
-    rows = LangGraphCheckpoint.objects.using(alias).filter(
-        thread_id=thread_id, checkpoint_ns=checkpoint_ns
-    )
+    where = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     checkpoint_id = get_checkpoint_id(config)
     if checkpoint_id:
-        rows = rows.filter(checkpoint_id=checkpoint_id)
+        where["checkpoint_id"] = checkpoint_id
+    query = _checkpoint_query(alias, named=bool(checkpoint_id))
+    found = [StoredCheckpoint(*row) for row in query.rows(alias, where)]
+    if not found:
+        if not checkpoint_id and following is not None:
+            following.found_empty(thread_id, checkpoint_ns)
+        return None
+    read = with_values(serde, found, using=alias)[0]
+    if checkpoint_id:
+        return read
+    row = found[0]
+    return read._replace(
+        config=checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id, follows=True)
+    )
+
+
+@lru_cache(maxsize=16)
+def _checkpoint_query(alias: str, *, named: bool) -> CompiledQuery:
+    """A thread's checkpoint by its id (``named``), else its latest:
+    compiled once (``persistence/compiled.py``), the hottest read."""
+    rows = LangGraphCheckpoint.objects.filter(
+        thread_id=slot(LangGraphCheckpoint, "thread_id"),
+        checkpoint_ns=slot(LangGraphCheckpoint, "checkpoint_ns"),
+    )
+    if named:
+        rows = rows.filter(checkpoint_id=slot(LangGraphCheckpoint, "checkpoint_id"))
     else:
         rows = rows.order_by("-checkpoint_id")
-    found = [StoredCheckpoint(*row) for row in rows.values_list(*_COLUMNS)[:1]]
-    if not found:
-        return None
-    return with_values(serde, found, using=alias)[0]
+    return compile_once(rows.values_list(*_COLUMNS)[:1], alias)
 
 
 def matching(
@@ -160,11 +192,16 @@ def with_values(
         parent = row.parent_checkpoint_id
         tuples.append(
             CheckpointTuple(
-                config=checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
+                # A checkpoint named by its id is forked from on purpose.
+                config=checkpoint_config(
+                    row.thread_id, row.checkpoint_ns, row.checkpoint_id, follows=False
+                ),
                 checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": channel_values}),
                 metadata=row.metadata,
                 parent_config=(
-                    checkpoint_config(row.thread_id, row.checkpoint_ns, parent) if parent else None
+                    checkpoint_config(row.thread_id, row.checkpoint_ns, parent, follows=False)
+                    if parent
+                    else None
                 ),
                 pending_writes=writes.get(
                     (row.thread_id, row.checkpoint_ns, row.checkpoint_id), []
@@ -241,11 +278,22 @@ def _values(
 _BLOB_COLUMNS = _Blob._fields
 
 
+COMPILED_PAIRS = 16
+"""Up to this many values of one thread and namespace are read by a query
+compiled once for their number (a checkpoint's channels); more, or values
+of several threads (a list's batch), by one built for the call."""
+
+
 def _blobs(
     alias: str, wanted: dict[tuple[str, str], set[tuple[str, str]]]
 ) -> dict[tuple[str, str, str, str], _Blob]:
     if not any(wanted.values()):
         return {}
+    compiled = _compiled_pairs(alias, wanted, _blobs_query)
+    if compiled is not None:
+        return compiled
+    # A batch's many values: one range of the thread's rows, filtered (an
+    # index search per value, as a checkpoint's few are read, plans slower).
     where = reduce(
         or_,
         (
@@ -263,6 +311,9 @@ def _chains(
 ) -> dict[tuple[str, str, str, str], _Blob]:
     """Every row of the chains starting at ``anchors``: the anchors and the
     rows naming them (at most ``deltas.FULL_EVERY`` a chain and branch)."""
+    compiled = _compiled_pairs(alias, anchors, _chains_query)
+    if compiled is not None:
+        return compiled
     where = reduce(
         or_,
         (
@@ -275,7 +326,76 @@ def _chains(
     return _keyed(LangGraphBlob.objects.using(alias).filter(where).values_list(*_BLOB_COLUMNS))
 
 
-def _keyed(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str, str, str], _Blob]:
+def _compiled_pairs(
+    alias: str,
+    wanted: dict[tuple[str, str], set[tuple[str, str]]],
+    query: Callable[[str, int], CompiledQuery],
+) -> dict[tuple[str, str, str, str], _Blob] | None:
+    """The rows of ``query`` for the (channel, version) pairs of one thread
+    and namespace, or None when ``wanted`` is not that (or too many pairs)."""
+    if len(wanted) != 1:
+        return None
+    ((thread_id, checkpoint_ns), pairs) = next(iter(wanted.items()))
+    if not pairs or len(pairs) > COMPILED_PAIRS:
+        return None
+    values = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    for number, (channel, version) in enumerate(sorted(pairs)):
+        values[f"channel_{number}"] = channel
+        values[f"version_{number}"] = version
+    return _keyed(query(alias, len(pairs)).rows(alias, values))
+
+
+def pair_slots(number: int) -> tuple[Slot, Slot]:
+    """The slots of a blob's (channel, version) pair number ``number``."""
+    return (
+        slot(LangGraphBlob, "channel", f"channel_{number}"),
+        slot(LangGraphBlob, "version", f"version_{number}"),
+    )
+
+
+def _in_thread(**columns: Any) -> Q:
+    """A condition on one blob row's columns of the thread and namespace
+    the query is given: each term of an OR names its whole index prefix,
+    so that every database reads it from the index (one searched under
+    ``thread AND namespace AND (a OR b)`` scans the thread's rows)."""
+    return Q(
+        thread_id=slot(LangGraphBlob, "thread_id"),
+        checkpoint_ns=slot(LangGraphBlob, "checkpoint_ns"),
+        **columns,
+    )
+
+
+@lru_cache(maxsize=4 * COMPILED_PAIRS)
+def _blobs_query(alias: str, pairs: int) -> CompiledQuery:
+    """The values of ``pairs`` (channel, version) pairs of one thread and namespace."""
+    where = reduce(
+        or_,
+        (
+            _in_thread(channel=channel, version=version)
+            for channel, version in map(pair_slots, range(pairs))
+        ),
+    )
+    rows = LangGraphBlob.objects.filter(where).values_list(*_BLOB_COLUMNS)
+    return compile_once(rows, alias)
+
+
+@lru_cache(maxsize=4 * COMPILED_PAIRS)
+def _chains_query(alias: str, pairs: int) -> CompiledQuery:
+    """The rows of the chains of ``pairs`` (channel, anchor) pairs of one
+    thread and namespace (the version slots hold the anchors)."""
+    where = reduce(
+        or_,
+        (
+            _in_thread(channel=channel, anchor_version=anchor)
+            | _in_thread(channel=channel, version=anchor)
+            for channel, anchor in map(pair_slots, range(pairs))
+        ),
+    )
+    rows = LangGraphBlob.objects.filter(where).values_list(*_BLOB_COLUMNS)
+    return compile_once(rows, alias)
+
+
+def _keyed(rows: Iterable[Sequence[Any]]) -> dict[tuple[str, str, str, str], _Blob]:
     found = {}
     for values in rows:
         row = _Blob(*values)
@@ -286,6 +406,42 @@ def _keyed(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[str, str, str, str], _
 def _writes(
     serde: SerializerProtocol, alias: str, rows: Sequence[StoredCheckpoint]
 ) -> dict[tuple[str, str, str], list[tuple[str, str, Any]]]:
+    codec = codec_for(alias)
+    writes: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = defaultdict(list)
+    for thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, kind, blob in _write_rows(
+        alias, rows
+    ):
+        place = write_place(checkpoint_ns, checkpoint_id, task_id, idx)
+        typed = codec.open_checkpoint_value(thread_id, place, (kind, as_bytes(blob)))
+        writes[thread_id, checkpoint_ns, checkpoint_id].append(
+            (task_id, channel, loaded(serde, typed))
+        )
+    return writes
+
+
+_WRITE_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "idx",
+    "channel",
+    "type",
+    "blob",
+)
+_WRITE_ORDER = ("task_path", "task_id", "idx")
+
+
+def _write_rows(alias: str, rows: Sequence[StoredCheckpoint]) -> Iterable[Sequence[Any]]:
+    """The pending writes of ``rows``, in ``writes_sort_key`` order."""
+    if len(rows) == 1:
+        (row,) = rows
+        values = {
+            "thread_id": row.thread_id,
+            "checkpoint_ns": row.checkpoint_ns,
+            "checkpoint_id": row.checkpoint_id,
+        }
+        return _writes_query(alias).rows(alias, values)
     ids: dict[tuple[str, str], list[str]] = defaultdict(list)
     for row in rows:
         ids[row.thread_id, row.checkpoint_ns].append(row.checkpoint_id)
@@ -296,27 +452,20 @@ def _writes(
             for (thread_id, checkpoint_ns), checkpoint_ids in ids.items()
         ),
     )
-    found = (
+    return (
         LangGraphWrite.objects.using(alias)
         .filter(where)
-        .order_by("task_path", "task_id", "idx")
-        .values_list(
-            "thread_id",
-            "checkpoint_ns",
-            "checkpoint_id",
-            "task_id",
-            "idx",
-            "channel",
-            "type",
-            "blob",
-        )
+        .order_by(*_WRITE_ORDER)
+        .values_list(*_WRITE_COLUMNS)
     )
-    codec = codec_for(alias)
-    writes: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = defaultdict(list)
-    for thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, kind, blob in found:
-        place = write_place(checkpoint_ns, checkpoint_id, task_id, idx)
-        typed = codec.open_checkpoint_value(thread_id, place, (kind, as_bytes(blob)))
-        writes[thread_id, checkpoint_ns, checkpoint_id].append(
-            (task_id, channel, loaded(serde, typed))
-        )
-    return writes
+
+
+@lru_cache(maxsize=16)
+def _writes_query(alias: str) -> CompiledQuery:
+    """The pending writes of one checkpoint, in order."""
+    found = LangGraphWrite.objects.filter(
+        thread_id=slot(LangGraphWrite, "thread_id"),
+        checkpoint_ns=slot(LangGraphWrite, "checkpoint_ns"),
+        checkpoint_id=slot(LangGraphWrite, "checkpoint_id"),
+    )
+    return compile_once(found.order_by(*_WRITE_ORDER).values_list(*_WRITE_COLUMNS), alias)

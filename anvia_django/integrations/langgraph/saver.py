@@ -17,7 +17,9 @@ stored once per version, and encryption at rest: see :mod:`.models`.
 
 Beyond LangGraph's base API it implements ``delete_for_runs``,
 ``copy_thread`` and ``prune``, and passes ``langgraph-checkpoint-conformance``
-for all of them on SQLite, PostgreSQL and MariaDB.
+for all of them on SQLite, PostgreSQL and MariaDB. Two runs of one thread
+at once never fork it unasked: the second to store after the same latest
+checkpoint gets :class:`~.conflicts.ConcurrentRunError` (``conflicts.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.threads.dispatch import run_for_sync_caller, run_in_db_thread
 
-from . import copies, deltas, reads, removal, writes
+from . import conflicts, copies, deltas, reads, removal, writes
 
 
 class DjangoSaver(BaseCheckpointSaver[str]):
@@ -51,6 +53,8 @@ class DjangoSaver(BaseCheckpointSaver[str]):
         self.using = using
         # The list channels this saver stored, to store the next versions as deltas.
         self.lists = deltas.Remembered()
+        # Runs following their thread's latest that no config says so of.
+        self.following = conflicts.Following()
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """A channel's next version: its counter, zero-padded so that
@@ -69,7 +73,9 @@ class DjangoSaver(BaseCheckpointSaver[str]):
     # worker threads (``run_for_sync_caller``).
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return run_for_sync_caller(reads.latest_or_named, self.serde, config, using=self.using)
+        return run_for_sync_caller(
+            reads.latest_or_named, self.serde, config, using=self.using, following=self.following
+        )
 
     def list(
         self,
@@ -101,6 +107,7 @@ class DjangoSaver(BaseCheckpointSaver[str]):
             new_versions,
             using=self.using,
             memory=self.lists,
+            following=self.following,
         )
 
     def put_writes(
@@ -131,7 +138,9 @@ class DjangoSaver(BaseCheckpointSaver[str]):
     # Async API: the same functions, where the store runs its calls.
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await run_in_db_thread(reads.latest_or_named, self.serde, config, using=self.using)
+        return await run_in_db_thread(
+            reads.latest_or_named, self.serde, config, using=self.using, following=self.following
+        )
 
     async def alist(
         self,
@@ -166,6 +175,7 @@ class DjangoSaver(BaseCheckpointSaver[str]):
             new_versions,
             using=self.using,
             memory=self.lists,
+            following=self.following,
         )
 
     async def aput_writes(

@@ -10,7 +10,7 @@ Everything a call stores commits together.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import reduce
+from functools import lru_cache, reduce
 from operator import or_
 from typing import Any
 
@@ -28,12 +28,20 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.compiled import CompiledQuery, compile_once
 from anvia_django.persistence.databases import write_alias
-from anvia_django.persistence.dialects.upserts import conflict_target
 
-from . import deltas
+from . import conflicts, deltas, inserts, reads
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
-from .places import EMPTY, blob_place, checkpoint_config, thread_and_namespace, write_place
+from .places import (
+    EMPTY,
+    FOLLOWS_LATEST,
+    blob_place,
+    checkpoint_config,
+    slot,
+    thread_and_namespace,
+    write_place,
+)
 
 
 def put_checkpoint(
@@ -45,9 +53,12 @@ def put_checkpoint(
     *,
     using: str | None,
     memory: deltas.Remembered | None = None,
+    following: conflicts.Following | None = None,
 ) -> RunnableConfig:
     """Store ``checkpoint`` after the one ``config`` names (its parent), and
-    the values of the channels in ``new_versions``; the new checkpoint's config."""
+    the values of the channels in ``new_versions``; the new checkpoint's
+    config. Refused (``conflicts.ConcurrentRunError``) when the put follows
+    its thread's latest and the parent no longer is (``conflicts.py``)."""
     alias = write_alias(using)
     thread_id, checkpoint_ns = thread_and_namespace(config)
     parent_id = config["configurable"].get("checkpoint_id")
@@ -56,29 +67,38 @@ def put_checkpoint(
     kind, payload = serde.dumps_typed(bare)
     stored_metadata: dict[str, Any] = dict(get_serializable_checkpoint_metadata(config, metadata))
     run_id = stored_metadata.get("run_id")
+    said = config["configurable"].get(FOLLOWS_LATEST)
+    if said is None and following is not None:
+        follows = following.after(thread_id, checkpoint_ns, parent_id)
+    else:
+        follows = said is True
+    # A first checkpoint is checked (the namespace still empty) only after a
+    # read that found it empty: a config's own root (a copy) may fork.
+    checked = follows and (parent_id is not None or said is None)
+    parent_lists = memory.of(thread_id, checkpoint_ns, parent_id) if memory else {}
+    versions = checkpoint.get("channel_versions", {})
+    lists = {
+        channel: stored
+        for channel, stored in parent_lists.items()
+        if str(versions.get(channel)) == stored.version and channel not in new_versions
+    }
+    # Serialized before the transaction: no lock is held meanwhile.
+    plans: dict[str, deltas.Plan] = {}
+    if memory is not None:
+        for channel, version in new_versions.items():
+            if channel in values:
+                found = deltas.plan(
+                    memory, serde, str(version), values[channel], parent_lists.get(channel)
+                )
+                if found is not None:
+                    plans[channel] = found
     with transaction.atomic(using=alias):
-        parent_lists = memory.of(thread_id, checkpoint_ns, parent_id) if memory else {}
-        versions = checkpoint.get("channel_versions", {})
-        lists = {
-            channel: stored
-            for channel, stored in parent_lists.items()
-            if str(versions.get(channel)) == stored.version and channel not in new_versions
-        }
+        if checked:
+            conflicts.refuse_unless_latest(alias, thread_id, checkpoint_ns, parent_id)
         if new_versions:
             seal = codec_for(alias).checkpoint_sealer(thread_id)
-            plans: dict[str, deltas.Plan] = {}
-            if memory is not None:
-                for channel, version in new_versions.items():
-                    if channel in values:
-                        found = deltas.plan(
-                            memory, serde, str(version), values[channel], parent_lists.get(channel)
-                        )
-                        if found is not None:
-                            plans[channel] = found
-                _whole_unless_base_holds(
-                    memory, serde, alias, thread_id, checkpoint_ns, plans, values
-                )
-            blobs = []
+            _whole_unless_base_holds(alias, thread_id, checkpoint_ns, plans)
+            blobs: list[tuple[Any, ...]] = []
             for channel, version in new_versions.items():
                 key = str(version)
                 planned = plans.get(channel)
@@ -94,51 +114,49 @@ def put_checkpoint(
                 else:
                     typed = (EMPTY, None)
                 blobs.append(
-                    LangGraphBlob(
-                        thread_id=thread_id,
-                        checkpoint_ns=checkpoint_ns,
-                        channel=channel,
-                        version=key,
-                        type=typed[0],
-                        blob=typed[1],
-                        base_version=planned.base if planned else None,
-                        anchor_version=planned.anchor if planned else None,
-                        depth=planned.depth if planned else 0,
-                        digest=planned.digest if planned else None,
+                    (
+                        thread_id,
+                        checkpoint_ns,
+                        channel,
+                        key,
+                        typed[0],
+                        typed[1],
+                        planned.base if planned else None,
+                        planned.anchor if planned else None,
+                        planned.depth if planned else 0,
+                        planned.digest if planned else None,
                     )
                 )
-            LangGraphBlob.objects.using(alias).bulk_create(blobs, ignore_conflicts=True)
-        row = LangGraphCheckpoint(
-            thread_id=thread_id,
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint["id"],
-            parent_checkpoint_id=parent_id,
-            run_id=None if run_id is None else str(run_id),
-            type=kind,
-            checkpoint=payload,
-            metadata=stored_metadata,
-            created_at=timezone.now(),
+            inserts.insert(alias, LangGraphBlob, _BLOB_COLUMNS, blobs, keep=_BLOB_KEY)
+        row = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            parent_id,
+            None if run_id is None else str(run_id),
+            kind,
+            payload,
+            stored_metadata,
+            timezone.now(),
         )
-        key_fields = ("thread_id", "checkpoint_ns", "checkpoint_id")
-        LangGraphCheckpoint.objects.using(alias).bulk_create(
+        inserts.insert(
+            alias,
+            LangGraphCheckpoint,
+            _CHECKPOINT_COLUMNS,
             [row],
-            update_conflicts=True,
-            unique_fields=conflict_target(alias, key_fields),
-            update_fields=["parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"],
+            keep=_CHECKPOINT_KEY,
+            replace=("parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"),
         )
     if memory is not None:
         memory.keep(thread_id, checkpoint_ns, checkpoint["id"], lists)
-    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"])
+    if follows and following is not None:
+        following.stored(thread_id, checkpoint_ns, checkpoint["id"])
+    # Only a config that said so says so again: the loop keeps its own.
+    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"], follows=said)
 
 
 def _whole_unless_base_holds(
-    memory: deltas.Remembered,
-    serde: SerializerProtocol,
-    alias: str,
-    thread_id: str,
-    checkpoint_ns: str,
-    plans: dict[str, deltas.Plan],
-    values: dict[str, Any],
+    alias: str, thread_id: str, checkpoint_ns: str, plans: dict[str, deltas.Plan]
 ) -> None:
     """A delta is kept only when its base row is in the database as this
     process stored it (its digest), locked until the commit so that no
@@ -146,20 +164,34 @@ def _whole_unless_base_holds(
     based = {channel: plan for channel, plan in plans.items() if plan.base is not None}
     if not based:
         return
-    where = reduce(or_, (Q(channel=channel, version=plan.base) for channel, plan in based.items()))
-    rows = (
-        LangGraphBlob.objects.using(alias)
-        .select_for_update()
-        .filter(where, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
-        .values_list("channel", "version", "digest")
-    )
+    values: dict[str, str | None] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    for number, (channel, plan) in enumerate(based.items()):
+        values[f"channel_{number}"] = channel
+        values[f"version_{number}"] = plan.base
+    rows = _bases_query(alias, len(based)).rows(alias, values)
     held = {(channel, version): digest for channel, version, digest in rows}
     for channel, plan in based.items():
-        base_digest = held.get((channel, plan.base or ""))
-        if base_digest is None or memory.digest(base_digest, plan.payload) != plan.digest:
-            whole = deltas.plan(memory, serde, plan.stored.version, values[channel], None)
-            assert whole is not None
-            plans[channel] = whole
+        if held.get((channel, plan.base or "")) != plan.base_digest:
+            plans[channel] = plan.as_whole()
+
+
+@lru_cache(maxsize=16)
+def _bases_query(alias: str, pairs: int) -> CompiledQuery:
+    """The digests of ``pairs`` base rows of one thread and namespace,
+    locked: compiled once, in a transaction (``select_for_update``)."""
+    where = reduce(
+        or_,
+        (
+            Q(channel=channel, version=version)
+            for channel, version in map(reads.pair_slots, range(pairs))
+        ),
+    )
+    rows = LangGraphBlob.objects.select_for_update().filter(
+        where,
+        thread_id=slot(LangGraphBlob, "thread_id"),
+        checkpoint_ns=slot(LangGraphBlob, "checkpoint_ns"),
+    )
+    return compile_once(rows.values_list("channel", "version", "digest"), alias)
 
 
 def put_writes(
@@ -183,33 +215,68 @@ def put_writes(
     checkpoint_id = config["configurable"]["checkpoint_id"]
     with transaction.atomic(using=alias):
         seal = codec_for(alias).checkpoint_sealer(thread_id)
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for index, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, index)
             kind, data = seal(
                 write_place(checkpoint_ns, checkpoint_id, task_id, idx), serde.dumps_typed(value)
             )
             rows.append(
-                LangGraphWrite(
-                    thread_id=thread_id,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    task_id=task_id,
-                    idx=idx,
-                    task_path=task_path,
-                    channel=channel,
-                    type=kind,
-                    blob=data,
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint_id,
+                    task_id,
+                    idx,
+                    task_path,
+                    channel,
+                    kind,
+                    data,
                 )
             )
-        table = LangGraphWrite.objects.using(alias)
         if all(channel in WRITES_IDX_MAP for channel, _ in writes):
-            key_fields = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
-            table.bulk_create(
-                rows,
-                update_conflicts=True,
-                unique_fields=conflict_target(alias, key_fields),
-                update_fields=["task_path", "channel", "type", "blob"],
-            )
+            replace: tuple[str, ...] = ("task_path", "channel", "type", "blob")
         else:
-            table.bulk_create(rows, ignore_conflicts=True)
+            replace = ()
+        inserts.insert(
+            alias, LangGraphWrite, _WRITE_COLUMNS, rows, keep=_WRITE_KEY, replace=replace
+        )
+
+
+_BLOB_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "channel",
+    "version",
+    "type",
+    "blob",
+    "base_version",
+    "anchor_version",
+    "depth",
+    "digest",
+)
+_BLOB_KEY = ("thread_id", "checkpoint_ns", "channel", "version")
+_CHECKPOINT_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "type",
+    "checkpoint",
+    "metadata",
+    "created_at",
+)
+_CHECKPOINT_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id")
+_WRITE_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "task_id",
+    "idx",
+    "task_path",
+    "channel",
+    "type",
+    "blob",
+)
+_WRITE_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
