@@ -25,6 +25,7 @@ from anvia_django.integrations.langgraph.maintenance import ScopeSelection, thre
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint, LangGraphStoreItem
 from anvia_django.integrations.langgraph.removal import (
     ThreadCounts,
+    delete_leftovers_in_batches,
     delete_threads_in_batches,
 )
 from anvia_django.integrations.langgraph.scopes import namespace_scope
@@ -34,6 +35,7 @@ from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
 from .jsonl import json_line
 from .progress import Progress
 from .tenants import ALL_TENANTS, SHOWN, TenantChoice, option_names
+from .tenants import describe as describe_tenants
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +46,18 @@ class GraphPlan:
     namespaces: list[str] = field(default_factory=list)
     cutoff: datetime | None = None
     """Prune's: threads are checked against it again just before they go."""
+    leftovers: list[str] = field(default_factory=list)
+    """Threads an interrupted deletion left with values but no checkpoint."""
 
     def __bool__(self) -> bool:
-        return bool(self.thread_ids or self.namespaces)
+        return bool(self.thread_ids or self.namespaces or self.leftovers)
 
     def counts(self) -> ThreadCounts:
         return ThreadCounts(
             len(self.thread_ids),
             maintenance.count_checkpoints(self.thread_ids),
             maintenance.count_items(self.namespaces),
+            len(self.leftovers),
         )
 
 
@@ -76,12 +81,17 @@ def plan_stale(
     out: OutputWrapper, cutoff: datetime, choice: TenantChoice, *, subject: str
 ) -> GraphPlan:
     """The threads (of the tenant ``choice`` names) whose latest checkpoint
-    is older than ``cutoff``. Store items are not pruned by age: their TTL
-    is their retention (``sweep``)."""
+    is older than ``cutoff``, and those an interrupted deletion left without
+    one (of any age). Store items are not pruned by age: their TTL is their
+    retention (``sweep``)."""
     selection = _selection(out, None, choice)
     if selection is None:
         return NOTHING
-    plan = GraphPlan(maintenance.stale_thread_ids(selection, cutoff), cutoff=cutoff)
+    plan = GraphPlan(
+        maintenance.stale_thread_ids(selection, cutoff),
+        cutoff=cutoff,
+        leftovers=maintenance.leftover_thread_ids(selection),
+    )
     _require_one_tenant(plan, choice, subject=subject, verb="delete")
     return plan
 
@@ -103,7 +113,22 @@ def delete(
         plan.thread_ids, batch_size=batch_size, using=None, still=still, on_batch=on_batch
     )
     items = maintenance.delete_items(plan.namespaces, batch_size=batch_size)
-    return counts + ThreadCounts(items=items)
+    rest = delete_leftovers_in_batches(plan.leftovers, batch_size=batch_size, using=None)
+    return counts + ThreadCounts(items=items, leftovers=len(rest))
+
+
+def plan_thread(out: OutputWrapper, thread_id: str, choice: TenantChoice) -> GraphPlan:
+    """One thread (``--thread``), refused (``CommandError``) unless it is
+    stored, and carries the tenant ``choice`` names if it names one."""
+    selection = _selection(out, None, choice)
+    if (
+        selection is None
+        or not selection.covers(thread_scope_of(thread_id))
+        or not maintenance.thread_exists(thread_id)
+    ):
+        whose = describe_tenants(choice)
+        raise CommandError(f"No LangGraph thread{whose} has the id {thread_id!r}.")
+    return GraphPlan([thread_id])
 
 
 def export(
@@ -127,20 +152,25 @@ def export(
 
 
 def describe(counts: ThreadCounts) -> str:
-    """``2 LangGraph threads (14 checkpoints) and 3 store items``."""
+    """``2 LangGraph threads (14 checkpoints) and 3 store items``, and ``the
+    rest of 1 half-deleted LangGraph thread`` when there is one."""
     parts = []
-    if counts.threads or not counts.items:
+    if counts.threads or not (counts.items or counts.leftovers):
         parts.append(
             f"{_plural(counts.threads, 'LangGraph thread')} "
             f"({_plural(counts.checkpoints, 'checkpoint')})"
         )
     if counts.items:
         parts.append(_plural(counts.items, "store item"))
-    return " and ".join(parts)
+    if counts.leftovers:
+        parts.append(f"the rest of {_plural(counts.leftovers, 'half-deleted LangGraph thread')}")
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
 
 
 def sweep(out: OutputWrapper, *, dry_run: bool, batch_size: int) -> None:
-    """``sweep``: delete the store items whose TTL has passed."""
+    """``sweep``: delete the store items whose TTL has passed, and what
+    interrupted deletions left of threads (values without a checkpoint)."""
+    leftovers = maintenance.leftover_thread_ids(ScopeSelection())
     if dry_run:
         from django.utils import timezone
 
@@ -150,11 +180,17 @@ def sweep(out: OutputWrapper, *, dry_run: bool, batch_size: int) -> None:
             .count()
         )
         out.write(
-            f"Would delete {_plural(expired, 'expired store item')} (dry run; nothing deleted)."
+            f"Would delete {_plural(expired, 'expired store item')}{_rest(len(leftovers))} "
+            "(dry run; nothing deleted)."
         )
         return
     deleted = maintenance.sweep_expired(using=None, batch_size=batch_size)
-    out.write(f"Deleted {_plural(deleted, 'expired store item')}.")
+    done = delete_leftovers_in_batches(leftovers, batch_size=batch_size, using=None)
+    out.write(f"Deleted {_plural(deleted, 'expired store item')}{_rest(len(done))}.")
+
+
+def _rest(leftovers: int) -> str:
+    return f" and {describe(ThreadCounts(leftovers=leftovers))}" if leftovers else ""
 
 
 def _selection(
@@ -183,7 +219,7 @@ def _require_one_tenant(plan: GraphPlan, choice: TenantChoice, *, subject: str, 
     if not paths or choice.all_tenants or choice.metadata:
         return
     tenants: set[str | None] = set()
-    for thread_id in plan.thread_ids:
+    for thread_id in [*plan.thread_ids, *plan.leftovers]:
         scope = thread_scope_of(thread_id)
         tenants.add(scope.tenant if scope else None)
     for namespace in plan.namespaces:

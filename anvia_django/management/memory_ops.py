@@ -13,7 +13,7 @@ import stat
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
@@ -81,11 +81,16 @@ def export_conversations(
     batch_size: int,
     verbosity: int,
     tenants: TenantChoice = NO_TENANT,
+    thread: str | None = None,
 ) -> None:
     # JSON Lines on stdout must stay clean, so reports go to stderr there.
     report = err if output is None else out
     graph = langgraph_ops.NOTHING
-    if session is not None:
+    selection: ConversationFilter | None
+    if thread is not None:
+        selection = None
+        graph = langgraph_ops.plan_thread(report, thread, tenants)
+    elif session is not None:
         selection = ConversationFilter(ref=_require_conversation(session, tenants).ref)
     else:
         selection = ConversationFilter(user_id=user_id, metadata=tenants.metadata)
@@ -124,7 +129,9 @@ def export_conversations(
             f"{_plural(counts.conversations, 'conversation')} "
             f"({_plural(counts.messages, 'message')})"
         )
-        if graph:
+        if selection is None:
+            summary = langgraph_ops.describe(counts.graph)
+        elif graph:
             summary += f", {langgraph_ops.describe(counts.graph)}"
         report.write(f"Exported {summary}{target}.", style_func=plain)
 
@@ -138,7 +145,11 @@ def clear_conversations(
     confirm: Confirm,
     dry_run: bool = False,
     tenants: TenantChoice = NO_TENANT,
+    thread: str | None = None,
 ) -> None:
+    if thread is not None:
+        _clear_thread(out, thread, interactive, confirm, dry_run=dry_run, tenants=tenants)
+        return
     if session is not None:
         found = resolve_conversation(session, metadata=tenants.metadata)
         if found is None:
@@ -196,6 +207,24 @@ def clear_conversations(
     out.write(f"Deleted {_describe(counts)}.")
 
 
+def _clear_thread(
+    out: OutputWrapper,
+    thread: str,
+    interactive: bool,
+    confirm: Confirm,
+    *,
+    dry_run: bool,
+    tenants: TenantChoice,
+) -> None:
+    graph = langgraph_ops.plan_thread(out, thread, tenants)
+    planned = langgraph_ops.describe(graph.counts())
+    if dry_run:
+        out.write(f"Would delete {planned}: {thread!r} (dry run; nothing deleted).")
+        return
+    _confirm(interactive, confirm, f"Delete {planned}: {thread!r}?")
+    out.write(f"Deleted {langgraph_ops.describe(langgraph_ops.delete(graph))}: {thread!r}.")
+
+
 def prune_conversations(
     out: OutputWrapper,
     err: OutputWrapper,
@@ -240,7 +269,12 @@ def prune_conversations(
     progress = Progress(err, verbosity, label="Pruning")
     if graph:
         deleted = langgraph_ops.delete(graph, batch_size=batch_size, progress=progress)
-        out.write(f"Deleted {langgraph_ops.describe(deleted)}{written}.")
+        if deleted.threads or not deleted.leftovers:
+            stale = replace(deleted, leftovers=0)
+            out.write(f"Deleted {langgraph_ops.describe(stale)}{written}.")
+        if deleted.leftovers:
+            rest = langgraph_ops.describe(ThreadCounts(leftovers=deleted.leftovers))
+            out.write(f"Deleted {rest} (values without a checkpoint).")
     if not planned.conversations:
         progress.done()
         return
@@ -306,7 +340,8 @@ def replaced_file(output: Path) -> Path | None:
 class _Export:
     """What an export writes: conversations, then LangGraph's threads and items."""
 
-    selection: ConversationFilter
+    selection: ConversationFilter | None
+    """``None``: no conversations (``export --thread``)."""
     graph: langgraph_ops.GraphPlan
     batch_size: int
     progress: Progress
@@ -322,7 +357,9 @@ class _Exported:
 def _write_records(stream: TextIO | OutputWrapper, export: _Export) -> _Exported:
     counts = _Exported()
     batch_size, progress = export.batch_size, export.progress
-    for record in iter_export_records(export.selection, batch_size=batch_size):
+    selected = export.selection
+    records = () if selected is None else iter_export_records(selected, batch_size=batch_size)
+    for record in records:
         _write_line(stream, record_json(record))
         if isinstance(record, ExportedMessage):
             counts.messages += 1

@@ -33,6 +33,8 @@ RESERVED_OPTIONS = frozenset(
         # anvia_memory's own options, in every subcommand...
         "--user",
         "--session",
+        "--thread",
+        "--threads",
         "--output",
         "--batch-size",
         "--dry-run",

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DEFAULT_DB_ALIAS
 from django.test import override_settings
 from django.utils import timezone
 from langchain_core.messages import HumanMessage
@@ -19,8 +20,12 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from anvia_django.core.memory import InvalidMemoryInputError
 from anvia_django.encryption.keys import owner_of_namespace, owner_of_thread
-from anvia_django.integrations.langgraph import DjangoSaver, export
-from anvia_django.integrations.langgraph.maintenance import ScopeSelection, thread_ids_of
+from anvia_django.integrations.langgraph import DjangoSaver, export, removal
+from anvia_django.integrations.langgraph.maintenance import (
+    ScopeSelection,
+    leftover_thread_ids,
+    thread_ids_of,
+)
 from anvia_django.integrations.langgraph.models import (
     LangGraphBlob,
     LangGraphCheckpoint,
@@ -282,3 +287,175 @@ def test_options_naming_another_key_leave_threads_alone_and_say_so() -> None:
     assert threads() == {ACME_U1}
     memory("clear", "--user", "u1", "--tenant-id", "acme", "--yes")
     assert threads() == set()
+
+
+def interrupt_after_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next thread deletion stops once its checkpoints are gone, as a
+    killed ``prune`` does between its batches."""
+
+    def stopping(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(removal, "_delete_group_rest", stopping)
+
+
+@pytest.mark.django_db
+def test_prune_deletes_what_an_interrupted_prune_left(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    with override_settings(ANVIA_DJANGO=encryption()):
+        put("old", "bye", steps=3)
+        put("new", "hi")
+        LangGraphCheckpoint.objects.filter(thread_id="old").update(
+            created_at=timezone.now() - timedelta(days=40)
+        )
+        with monkeypatch.context() as patched:
+            interrupt_after_checkpoints(patched)
+            with pytest.raises(KeyboardInterrupt):
+                memory("prune", "--older-than", "30d", "--yes")
+        assert threads() == {"new"}
+        assert LangGraphBlob.objects.filter(thread_id="old").count() == 3
+        assert owner_of_thread("old") in set(DataKey.objects.values_list("owner", flat=True))
+
+        dry = memory("prune", "--older-than", "30d", "--dry-run")
+        assert "the rest of 1 half-deleted LangGraph thread" in dry
+        with django_capture_on_commit_callbacks(execute=True):
+            said = memory("prune", "--older-than", "30d", "--batch-size", "1", "--yes")
+
+        assert "Deleted the rest of 1 half-deleted LangGraph thread" in said
+        assert set(LangGraphBlob.objects.values_list("thread_id", flat=True)) == {"new"}
+        assert set(LangGraphWrite.objects.values_list("thread_id", flat=True)) == {"new"}
+        assert owner_of_thread("old") not in set(DataKey.objects.values_list("owner", flat=True))
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=encryption())
+def test_threads_with_a_checkpoint_or_writes_alone_are_not_leftovers(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    put("gone", "bye")
+    LangGraphCheckpoint.objects.filter(thread_id="gone").delete()
+    put("first-put-pending", "hi")  # writes that came before their checkpoint
+    LangGraphCheckpoint.objects.filter(thread_id="first-put-pending").delete()
+    LangGraphBlob.objects.filter(thread_id="first-put-pending").delete()
+    found = leftover_thread_ids(ScopeSelection())
+    assert found == ["gone"]
+    put("gone", "back again", steps=2)  # made again after the plan was read
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert removal.delete_leftovers_in_batches(found, batch_size=1, using=None) == []
+    for batch_size in (1, 500):  # thread by thread, and the group in one transaction
+        removal._delete_group_rest(DEFAULT_DB_ALIAS, ["gone"], batch_size)
+    assert LangGraphBlob.objects.filter(thread_id="gone").count() == 2
+    assert owner_of_thread("gone") in set(DataKey.objects.values_list("owner", flat=True))
+    assert "Would delete 0 expired store items (dry run" in memory("sweep", "--dry-run")
+
+    LangGraphCheckpoint.objects.filter(thread_id="gone").delete()
+    assert "Deleted 0 expired store items and the rest of 1 half-deleted LangGraph thread." in (
+        memory("sweep", "--batch-size", "1")
+    )
+    assert not LangGraphBlob.objects.filter(thread_id="gone").exists()
+    assert LangGraphWrite.objects.filter(thread_id="first-put-pending").exists()
+
+
+@pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=TENANTS)
+def test_clear_thread_deletes_one_thread_and_refuses_an_unknown_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    put(ACME_U1, "mine", steps=2)
+    put(ACME_U10, "theirs")
+
+    assert memory("clear", "--thread", ACME_U1, "--dry-run").startswith(
+        f"Would delete 1 LangGraph thread (2 checkpoints): {ACME_U1!r} (dry run"
+    )
+    monkeypatch.setattr("builtins.input", lambda question: "no")
+    with pytest.raises(CommandError, match="Cancelled"):
+        memory("clear", "--thread", ACME_U1)
+    for refused in (
+        ("--thread", "nobody"),
+        ("--thread", ACME_U1, "--tenant-id", "Acme"),
+    ):
+        with pytest.raises(CommandError, match=r"No LangGraph thread.* has the id"):
+            memory("clear", *refused, "--yes")
+    assert threads() == {ACME_U1, ACME_U10}
+
+    said = memory("clear", "--thread", ACME_U1, "--tenant-id", "acme", "--yes")
+
+    assert said.strip() == f"Deleted 1 LangGraph thread (2 checkpoints): {ACME_U1!r}."
+    assert threads() == {ACME_U10}
+    assert not LangGraphBlob.objects.filter(thread_id=ACME_U1).exists()
+    assert not LangGraphWrite.objects.filter(thread_id=ACME_U1).exists()
+
+
+@pytest.mark.django_db
+def test_export_thread_writes_that_thread_alone() -> None:
+    put(U1, "where is order 42?", steps=2)
+    put(ACME_U10, "not mine")
+
+    out, err = StringIO(), StringIO()
+    call_command("anvia_memory", "export", "--thread", U1, stdout=out, stderr=err)
+
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["type"], r["threadId"]) for r in records] == [
+        ("langgraphThread", U1),
+        ("langgraphCheckpoint", U1),
+        ("langgraphCheckpoint", U1),
+    ]
+    message = records[2]["channelValues"]["messages"][0]
+    assert message["kwargs"]["content"] == "where is order 42?"
+    assert err.getvalue().strip() == "Exported 1 LangGraph thread (2 checkpoints)."
+    with pytest.raises(CommandError, match="No LangGraph thread has the id 'nobody'"):
+        memory("export", "--thread", "nobody")
+
+
+@pytest.mark.django_db
+def test_show_thread_prints_its_latest_messages() -> None:
+    put(U1, "hi\x1b[2J", "where is order 42?", steps=2)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"count": 3}
+    checkpoint["channel_versions"] = {"count": 1}
+    config: Any = {"configurable": {"thread_id": "counter", "checkpoint_ns": ""}}
+    DjangoSaver().put(config, checkpoint, {"step": 0}, {"count": 1})
+
+    lines = memory("show", "--thread", U1).splitlines()
+
+    assert lines[0] == f"Thread      {U1}"
+    assert lines[1:4] == ["User        u1", "Tenant      -", "Checkpoints 2"]
+    assert lines[4].startswith("Latest      ")
+    assert "(step 2, " in lines[4]
+    assert lines[5:] == [
+        "Messages    2",
+        "",
+        "[0] user: hi\\x1b[2J",
+        "[1] user: where is order 42?",
+    ]
+    assert memory("show", "--thread", "counter").splitlines()[-1] == (
+        "Channels    count (no messages)"
+    )
+    LangGraphCheckpoint.objects.filter(thread_id="counter").delete()
+    with pytest.raises(CommandError, match="'counter' has no checkpoint left"):
+        memory("show", "--thread", "counter")
+    for args, refusal in (
+        (("show", "--thread", "nobody"), "No LangGraph thread has the id 'nobody'"),
+        (("show",), "one of them"),
+        (("show", "s1", "--thread", U1), "one of them"),
+    ):
+        with pytest.raises(CommandError, match=refusal):
+            memory(*args)
+
+
+@pytest.mark.django_db
+def test_list_threads_lists_the_newest_first() -> None:
+    assert memory("list", "--threads").strip() == "No LangGraph threads."
+    put(U1, "mine", steps=2)
+    put(ACME_U10, "theirs")
+
+    lines = memory("list", "--threads").splitlines()
+
+    assert lines[0].split() == ["UPDATED", "CHECKPOINTS", "THREAD"]
+    assert [line.split()[1:] for line in lines[1:]] == [["1", ACME_U10], ["2", U1]]
+    assert [
+        line.split()[2] for line in memory("list", "--threads", "--user", "u1").splitlines()[1:]
+    ] == [U1]
+    assert len(memory("list", "--threads", "--limit", "1").splitlines()) == 2

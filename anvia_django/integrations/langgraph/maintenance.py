@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from anvia_django.persistence.databases import read_alias, write_alias
@@ -102,6 +102,33 @@ def stale_thread_ids(
     rows = selection.narrow(LangGraphCheckpoint.objects.using(alias), "thread_id")
     found = _latest_before(rows, cutoff)
     return sorted(t for t in found if selection.covers(thread_scope_of(t)))
+
+
+def leftover_thread_ids(selection: ScopeSelection, *, using: str | None = None) -> list[str]:
+    """The threads ``selection`` covers that have channel values but no
+    checkpoint, sorted: what a deletion interrupted between its batches
+    leaves (checkpoints go first, values last), which reads as deleted.
+
+    One pass over the value table's ``thread_id`` index (each thread's
+    checkpoint looked up in its own), not a scan per thread. A thread whose
+    first put is in flight is not among them: a put commits its values with
+    its checkpoint (``writes.py``). Its pending writes may commit first
+    (LangGraph stores them beside the put), so a thread with writes alone
+    is left alone."""
+    alias = write_alias(using)
+    checkpoints = LangGraphCheckpoint.objects.using(alias).filter(thread_id=OuterRef("thread_id"))
+    rows = selection.narrow(LangGraphBlob.objects.using(alias), "thread_id")
+    found = rows.filter(~Exists(checkpoints)).order_by().values_list("thread_id", flat=True)
+    return sorted(t for t in found.distinct() if selection.covers(thread_scope_of(t)))
+
+
+def thread_exists(thread_id: str, *, using: str | None = None) -> bool:
+    """Whether any row of ``thread_id`` is stored (a checkpoint, or what an
+    interrupted deletion left)."""
+    alias = read_alias(using)
+    return any(
+        model.objects.using(alias).filter(thread_id=thread_id).exists() for model in THREAD_TABLES
+    )
 
 
 def still_stale(cutoff: datetime, *, using: str | None = None) -> Callable[[list[str]], list[str]]:

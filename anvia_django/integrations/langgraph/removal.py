@@ -1,8 +1,10 @@
-"""Deleting checkpoints: whole threads, the checkpoints of runs, and pruning
-a thread down to its latest checkpoint per namespace.
+"""Deleting checkpoints: whole threads, the checkpoints of runs, pruning
+a thread down to its latest checkpoint per namespace, and the rest of a
+thread whose deletion was interrupted.
 
 Each call commits as a whole, but for :func:`delete_threads_in_batches`
-(the commands'), which commits every ``batch_size`` rows. Deleting a thread
+and :func:`delete_leftovers_in_batches` (the commands'), which commit
+every ``batch_size`` rows. Deleting a thread
 also destroys its data key with encryption at rest on (after the commit),
 so copies of its rows in backups no longer open.
 
@@ -11,15 +13,15 @@ Imports LangGraph only for type checking: the commands use it without the extra.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial, reduce
+from functools import reduce
 from operator import or_
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
@@ -168,12 +170,16 @@ class ThreadCounts:
     threads: int = 0
     checkpoints: int = 0
     items: int = 0
+    leftovers: int = 0
+    """Threads a deletion interrupted between its batches left with values
+    but no checkpoint (:func:`delete_leftovers_in_batches`)."""
 
     def __add__(self, other: ThreadCounts) -> ThreadCounts:
         return ThreadCounts(
             self.threads + other.threads,
             self.checkpoints + other.checkpoints,
             self.items + other.items,
+            self.leftovers + other.leftovers,
         )
 
 
@@ -191,7 +197,8 @@ def delete_threads_in_batches(
     Threads go in groups (at most ``batch_size``, and :data:`GROUP`): a
     group's checkpoints first, oldest first (its latest stays readable
     until the last batch), then its writes and values, which no checkpoint
-    names any more; the group's data keys go when its last batch commits.
+    names any more (:func:`_delete_group_rest`); each thread's data key
+    goes when its last batch commits.
     ``still`` narrows a group to the threads that still qualify (a
     retention cutoff) before any of it goes. A failure stops at a batch
     boundary: a thread left without checkpoints reads as deleted, and
@@ -212,21 +219,118 @@ def delete_threads_in_batches(
             "checkpoint_id",
             batch_size,
         )
-        delete_in_batches(
-            LangGraphWrite.objects.using(alias).filter(thread_id__in=group), "pk", batch_size
-        )
-        codec = codec_for(alias)
-        delete_in_batches(
-            LangGraphBlob.objects.using(alias).filter(thread_id__in=group),
-            "pk",
-            batch_size,
-            last=partial(codec.forget_checkpoint_threads, group),
-        )
+        _delete_group_rest(alias, group, batch_size)
         counts = ThreadCounts(len(group), checkpoints)
         total += counts
         if on_batch is not None:
             on_batch(counts)
     return total
+
+
+def delete_leftovers_in_batches(
+    thread_ids: Sequence[str], *, batch_size: int, using: str | None
+) -> list[str]:
+    """The writes, then the values, of each of ``thread_ids`` that has no
+    checkpoint (what :func:`delete_threads_in_batches` interrupted between
+    its batches leaves: its values go last), at most ``batch_size`` rows per
+    transaction, its data key with the last. The threads whose rest went.
+
+    Never a thread that has a checkpoint, or gets one meanwhile: each batch
+    locks its rows (by the thread's unique index, never a scan of the
+    table), then asks whether the thread has a checkpoint, and deletes the
+    locked rows alone, in a statement that asks again. A put commits its
+    values with its checkpoint (``writes.py``): the rows of a put in flight
+    are not among the locked ones (PostgreSQL does not see them; MariaDB's
+    locking read waits for them, then sees their checkpoint too); SQLite
+    runs one writer at a time.
+    """
+    alias = write_alias(using)
+    forget = codec_for(alias).forget_checkpoint_threads
+    return [
+        thread_id
+        for thread_id in dict.fromkeys(str(thread_id) for thread_id in thread_ids)
+        if _delete_rest(LangGraphWrite, alias, thread_id, batch_size)
+        and _delete_rest(LangGraphBlob, alias, thread_id, batch_size, last=forget)
+    ]
+
+
+def _delete_group_rest(alias: str, group: list[str], batch_size: int) -> None:
+    """The writes and values of ``group``'s threads, whose checkpoints are
+    gone: threads packed into transactions of at most ``batch_size`` rows,
+    each a ``thread_id IN`` list (the index's); a thread bigger than a batch
+    alone, in its index's order (:func:`_delete_rest`: ordered by the
+    primary key, PostgreSQL and MariaDB read the table's key from its start
+    for every batch). A thread that has a checkpoint again (a writer made
+    it anew meanwhile) keeps its rows and its key."""
+    forget = codec_for(alias).forget_checkpoint_threads
+    sizes: Counter[str] = Counter()
+    for model in _UNIQUE_KEYS:
+        rows = model.objects.using(alias).filter(thread_id__in=group)
+        sizes.update(
+            dict(rows.values("thread_id").annotate(n=Count("pk")).values_list("thread_id", "n"))
+        )
+    packed: list[str] = []
+    held = 0
+    for thread_id in group:
+        if sizes[thread_id] > batch_size:
+            if _delete_rest(LangGraphWrite, alias, thread_id, batch_size):
+                _delete_rest(LangGraphBlob, alias, thread_id, batch_size, last=forget)
+            continue
+        if held + sizes[thread_id] > batch_size:
+            _delete_together(alias, packed, forget)
+            packed, held = [], 0
+        packed.append(thread_id)
+        held += sizes[thread_id]
+    _delete_together(alias, packed, forget)
+
+
+def _delete_together(alias: str, threads: list[str], forget: Callable[[list[str]], None]) -> None:
+    """The writes and values of ``threads`` that have no checkpoint, in one
+    transaction, and their data keys once it commits."""
+    if not threads:
+        return
+    checkpoints = LangGraphCheckpoint.objects.using(alias)
+    orphaned = ~Exists(checkpoints.filter(thread_id=OuterRef("thread_id")))
+    with transaction.atomic(using=alias):
+        for model in _UNIQUE_KEYS:
+            model.objects.using(alias).filter(orphaned, thread_id__in=threads).delete()
+        living = checkpoints.filter(thread_id__in=threads).values_list("thread_id", flat=True)
+        forget(sorted(set(threads) - set(living)))
+
+
+_UNIQUE_KEYS: dict[type[Any], tuple[str, ...]] = {
+    LangGraphWrite: ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+    LangGraphBlob: ("checkpoint_ns", "channel", "version"),
+}
+"""Each table's unique key after ``thread_id``: a thread's rows in its index's order."""
+
+
+def _delete_rest(
+    model: type[LangGraphWrite] | type[LangGraphBlob],
+    alias: str,
+    thread_id: str,
+    batch_size: int,
+    *,
+    last: Callable[[list[str]], None] | None = None,
+) -> bool:
+    """``model``'s rows of ``thread_id`` while it has no checkpoint, a batch
+    per transaction (``last`` runs in the final one); whether it had none."""
+    rows = model.objects.using(alias).filter(thread_id=thread_id)
+    checkpoints = LangGraphCheckpoint.objects.using(alias).filter(thread_id=thread_id)
+    while True:
+        with transaction.atomic(using=alias):
+            locked = list(
+                rows.select_for_update()
+                .order_by(*_UNIQUE_KEYS[model])
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if checkpoints.exists():
+                return False
+            _delete_pages(rows.exclude(Exists(checkpoints)), locked)
+            if len(locked) < batch_size:
+                if last is not None:
+                    last([thread_id])
+                return True
 
 
 def delete_in_batches(

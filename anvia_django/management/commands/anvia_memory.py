@@ -16,7 +16,7 @@ from django.core.management import BaseCommand, CommandError, CommandParser
 
 from anvia_django.conf import ID_MAX_LENGTH
 from anvia_django.core.memory import InvalidMemoryInputError
-from anvia_django.management import key_ops, langgraph_ops, memory_ops, usage
+from anvia_django.management import key_ops, langgraph_ops, langgraph_views, memory_ops, usage
 from anvia_django.management.durations import parse_age
 from anvia_django.management.pipes import EXIT_BROKEN_PIPE, closed_stdout, quiet_stdout
 from anvia_django.management.tenants import add_tenant_options, tenant_choice
@@ -130,21 +130,48 @@ class Command(BaseCommand):
             metavar="{list,show,export,clear,prune,sweep,usage,erase,rotate-keys}",
         )
 
-        listing = self._subcommand(actions, "list", "Conversations, most recently updated first.")
+        listing = self._subcommand(
+            actions,
+            "list",
+            "Conversations, most recently updated first (or LangGraph threads).",
+        )
         listing.add_argument("--user", dest="user_id", type=identifier, help="Only this user's.")
+        listing.add_argument(
+            "--threads",
+            action="store_true",
+            help="LangGraph threads instead, the newest checkpoint first (with --user: "
+            "those whose id carries the user).",
+        )
         listing.add_argument(
             "--limit", type=positive_int, default=DEFAULT_LIST_LIMIT, help="At most this many."
         )
 
-        show = self._subcommand(actions, "show", "One conversation's transcript, readably.")
-        show.add_argument("session", type=identifier, help="A session id or a conversation ref.")
+        show = self._subcommand(
+            actions,
+            "show",
+            "One conversation's transcript, or a LangGraph thread's latest messages, readably.",
+        )
+        show.add_argument(
+            "session", nargs="?", type=identifier, help="A session id or a conversation ref."
+        )
+        show.add_argument(
+            "--thread", type=identifier, help="A LangGraph thread id instead (its latest messages)."
+        )
 
         export = self._subcommand(
             actions, "export", "JSON Lines: each conversation, then its messages."
         )
         which = export.add_mutually_exclusive_group()
         which.add_argument("--session", type=identifier, help="One session (id or ref).")
-        which.add_argument("--user", dest="user_id", type=identifier, help="A user's sessions.")
+        which.add_argument(
+            "--user",
+            dest="user_id",
+            type=identifier,
+            help="A user's sessions (and LangGraph threads and store items).",
+        )
+        which.add_argument(
+            "--thread", type=identifier, help="One LangGraph thread (its id), alone."
+        )
         export.add_argument(
             "--output", "-o", type=output_path, help="Write to this file instead of stdout."
         )
@@ -152,12 +179,22 @@ class Command(BaseCommand):
         add_tenant_options(export, identifier)
 
         clear = self._subcommand(
-            actions, "clear", "Delete a session, or every session of a user (erasure)."
+            actions,
+            "clear",
+            "Delete a session, a LangGraph thread, or every session of a user (erasure).",
         )
         target = clear.add_mutually_exclusive_group(required=True)
         target.add_argument("--session", type=identifier, help="One session (id or ref).")
         target.add_argument(
-            "--user", dest="user_id", type=identifier, help="Every session of this user."
+            "--thread",
+            type=identifier,
+            help="One LangGraph thread (its id): every checkpoint, value and pending write.",
+        )
+        target.add_argument(
+            "--user",
+            dest="user_id",
+            type=identifier,
+            help="Every session of this user (and LangGraph thread and store item).",
         )
         clear.add_argument(
             "--dry-run", action="store_true", help="Report what would go; delete nothing."
@@ -179,7 +216,10 @@ class Command(BaseCommand):
         add_tenant_options(prune, identifier)
 
         sweep = self._subcommand(
-            actions, "sweep", "Delete the LangGraph store items whose TTL has passed."
+            actions,
+            "sweep",
+            "Delete the LangGraph store items whose TTL has passed, and what interrupted "
+            "deletions left of LangGraph threads.",
         )
         sweep.add_argument(
             "--dry-run", action="store_true", help="Report what would go; delete nothing."
@@ -242,11 +282,19 @@ class Command(BaseCommand):
         action: str = options["action"]
         verbosity: int = options["verbosity"]
         if action == "list":
-            memory_ops.list_conversations(
-                self.stdout, user_id=options["user_id"], limit=options["limit"]
+            lister = (
+                langgraph_views.list_threads
+                if options["threads"]
+                else memory_ops.list_conversations
             )
+            lister(self.stdout, user_id=options["user_id"], limit=options["limit"])
         elif action == "show":
-            memory_ops.show_conversation(self.stdout, session=options["session"])
+            if (options["session"] is None) == (options["thread"] is None):
+                raise CommandError("show takes a session id or ref, or --thread: one of them.")
+            if options["thread"] is not None:
+                langgraph_views.show_thread(self.stdout, options["thread"])
+            else:
+                memory_ops.show_conversation(self.stdout, session=options["session"])
         elif action == "export":
             memory_ops.export_conversations(
                 self.stdout,
@@ -257,6 +305,7 @@ class Command(BaseCommand):
                 batch_size=options["batch_size"],
                 verbosity=verbosity,
                 tenants=tenant_choice(options),
+                thread=options["thread"],
             )
         elif action == "clear":
             memory_ops.clear_conversations(
@@ -267,6 +316,7 @@ class Command(BaseCommand):
                 confirm=self._ask,
                 dry_run=options["dry_run"],
                 tenants=tenant_choice(options),
+                thread=options["thread"],
             )
         elif action == "prune":
             memory_ops.prune_conversations(
