@@ -45,7 +45,8 @@ class GraphPlan:
     thread_ids: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     cutoff: datetime | None = None
-    """Prune's: threads are checked against it again just before they go."""
+    """Prune's: only checkpoints older than it go, and a thread that has a
+    newer one is kept (checked again in each batch)."""
     leftovers: list[str] = field(default_factory=list)
     """Threads an interrupted deletion left with values but no checkpoint."""
 
@@ -108,9 +109,8 @@ def delete(
         if progress is not None:
             progress.update(f"{done.threads} of {len(plan.thread_ids)} LangGraph threads")
 
-    still = None if plan.cutoff is None else maintenance.still_stale(plan.cutoff)
     counts = delete_threads_in_batches(
-        plan.thread_ids, batch_size=batch_size, using=None, still=still, on_batch=on_batch
+        plan.thread_ids, batch_size=batch_size, using=None, cutoff=plan.cutoff, on_batch=on_batch
     )
     items = maintenance.delete_items(plan.namespaces, batch_size=batch_size)
     rest = delete_leftovers_in_batches(plan.leftovers, batch_size=batch_size, using=None)

@@ -8,7 +8,7 @@ deleted by ``removal.delete_threads_in_batches``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -129,19 +129,6 @@ def thread_exists(thread_id: str, *, using: str | None = None) -> bool:
     return any(
         model.objects.using(alias).filter(thread_id=thread_id).exists() for model in THREAD_TABLES
     )
-
-
-def still_stale(cutoff: datetime, *, using: str | None = None) -> Callable[[list[str]], list[str]]:
-    """Which of a group of threads still have no checkpoint from ``cutoff``
-    on (asked again just before the group is deleted)."""
-    alias = write_alias(using)
-
-    def check(thread_ids: list[str]) -> list[str]:
-        rows = LangGraphCheckpoint.objects.using(alias).filter(thread_id__in=thread_ids)
-        stale = set(_latest_before(rows, cutoff))
-        return [thread_id for thread_id in thread_ids if thread_id in stale]
-
-    return check
 
 
 def _latest_before(rows: QuerySet[LangGraphCheckpoint], cutoff: datetime) -> list[str]:
