@@ -34,7 +34,7 @@ from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
 
 from .jsonl import json_line
 from .progress import Progress
-from .tenants import ALL_TENANTS, SHOWN, TenantChoice, option_names
+from .tenants import TenantChoice, option_names, refuse_several_tenants
 from .tenants import describe as describe_tenants
 
 
@@ -172,13 +172,7 @@ def sweep(out: OutputWrapper, *, dry_run: bool, batch_size: int) -> None:
     interrupted deletions left of threads (values without a checkpoint)."""
     leftovers = maintenance.leftover_thread_ids(ScopeSelection())
     if dry_run:
-        from django.utils import timezone
-
-        expired = (
-            LangGraphStoreItem.objects.using(read_alias(None))
-            .filter(expires_at__lte=timezone.now())
-            .count()
-        )
+        expired = maintenance.expired_items(using=None).count()
         out.write(
             f"Would delete {_plural(expired, 'expired store item')}{_rest(len(leftovers))} "
             "(dry run; nothing deleted)."
@@ -225,17 +219,9 @@ def _require_one_tenant(plan: GraphPlan, choice: TenantChoice, *, subject: str, 
     for namespace in plan.namespaces:
         found = namespace_scope(namespace)
         tenants.add(found.tenant if found else None)
-    if len(tenants) <= 1:
-        return
     named = sorted(tenants, key=lambda tenant: (tenant is not None, tenant or ""))
-    several = f"at least {SHOWN + 1}" if len(named) > SHOWN else str(len(named))
-    shown = ", ".join(
-        f"{paths[0]} {'(none)' if tenant is None else repr(tenant)}" for tenant in named[:SHOWN]
-    )
-    raise CommandError(
-        f"{subject} are in {several} tenants ({shown}): "
-        f"name one with {option_names(paths)[paths[0]]}, or pass {ALL_TENANTS} to {verb} "
-        "those of every tenant. Nothing was done."
+    refuse_several_tenants(
+        [(tenant,) for tenant in named], paths[:1], subject=subject, verb=verb, done="done"
     )
 
 

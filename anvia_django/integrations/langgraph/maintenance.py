@@ -175,11 +175,21 @@ def _in_groups(rows: QuerySet[Any], field: str, values: Collection[str]) -> Iter
         yield rows.filter(**{f"{field}__in": found[start : start + GROUP]})
 
 
+def expired(now: datetime) -> Q:
+    """The store items whose time (``expires_at``) has passed at ``now``:
+    never read (``store_items.py``), deleted by :func:`sweep_expired`."""
+    return Q(expires_at__lte=now)
+
+
+def expired_items(*, using: str | None) -> QuerySet[LangGraphStoreItem]:
+    """The store items that have expired by now, on the database the sweep deletes on."""
+    return LangGraphStoreItem.objects.using(write_alias(using)).filter(expired(timezone.now()))
+
+
 def sweep_expired(*, using: str | None, batch_size: int | None = None) -> int:
     """Delete the store items whose time has passed (``batch_size`` per
     transaction; all in one without it); how many went."""
-    alias = write_alias(using)
-    expired = LangGraphStoreItem.objects.using(alias).filter(expires_at__lte=timezone.now())
+    expired = expired_items(using=using)
     if batch_size is None:
         deleted, _ = expired.delete()
         return deleted
