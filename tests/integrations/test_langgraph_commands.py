@@ -143,6 +143,30 @@ def test_clear_deletes_the_users_threads_and_items_and_nothing_else() -> None:
 
 
 @pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=encryption())
+def test_clear_forgets_the_keys_of_the_namespaces_it_empties(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    store = DjangoStore()
+    mine = scoped_namespace("memories", user_id="u1")
+    theirs = scoped_namespace("memories", user_id="u10")
+    for key in ("food", "drink", "town"):
+        store.put(mine, key, {"likes": key})
+    store.put(theirs, "food", {"likes": "soup"})
+    owners = {ns: owner_of_namespace(".".join(ns)) for ns in (mine, theirs)}
+    assert set(owners.values()) <= set(DataKey.objects.values_list("owner", flat=True))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        said = memory("clear", "--user", "u1", "--yes")
+
+    assert "3 store items" in said
+    left = set(DataKey.objects.values_list("owner", flat=True))
+    assert owners[mine] not in left
+    assert owners[theirs] in left
+    assert store.get(theirs, "food") is not None
+
+
+@pytest.mark.django_db
 @override_settings(ANVIA_DJANGO=TENANTS)
 def test_a_user_in_several_tenants_needs_one_named() -> None:
     put(ACME_U1, "acme")

@@ -16,6 +16,7 @@ from typing import Any
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects.prefixes import starts_with
 from anvia_django.persistence.inspector.metadata_values import TenantRestriction
@@ -160,12 +161,24 @@ def count_items(namespaces: Collection[str], *, using: str | None = None) -> int
 
 
 def delete_items(namespaces: Collection[str], *, batch_size: int, using: str | None = None) -> int:
-    """Every item of ``namespaces``, at most ``batch_size`` per transaction."""
-    rows = LangGraphStoreItem.objects.using(write_alias(using))
-    return sum(
-        delete_in_batches(group, "pk", batch_size)
-        for group in _in_groups(rows, "namespace", namespaces)
-    )
+    """Every item of ``namespaces``, at most ``batch_size`` per transaction;
+    the data key of each that has no item left goes when the last commits
+    (a namespace an item was put in meanwhile keeps its key)."""
+    alias = write_alias(using)
+    rows = LangGraphStoreItem.objects.using(alias)
+    forget = codec_for(alias).forget_store_namespaces
+    found = sorted(set(namespaces))
+    deleted = 0
+    for start in range(0, len(found), GROUP):
+        names = found[start : start + GROUP]
+        group = rows.filter(namespace__in=names)
+
+        def forget_emptied(group: QuerySet[Any] = group, names: list[str] = names) -> None:
+            left = set(group.values_list("namespace", flat=True).order_by().distinct())
+            forget([name for name in names if name not in left])
+
+        deleted += delete_in_batches(group, "pk", batch_size, last=forget_emptied)
+    return deleted
 
 
 def _in_groups(rows: QuerySet[Any], field: str, values: Collection[str]) -> Iterator[QuerySet[Any]]:
