@@ -239,10 +239,10 @@ def _delete_stale_checkpoints(
     Each batch locks its rows, then asks which threads have a newer
     checkpoint (:func:`_fresh_threads`), and deletes only older rows of
     the others. A put locks its parent checkpoint (``conflicts.py``): one
-    in flight on a row of the batch commits before the question is asked
-    (after the lock: PostgreSQL's next statement, MariaDB's first plain
-    read of the transaction, see it), and one that comes after finds its
-    parent gone and is refused; SQLite runs one writer at a time. A thread
+    in flight on a row of the batch has committed by the time the lock is
+    held, and the question, read after it, sees its checkpoint; one that
+    comes after finds its parent gone and is refused. SQLite runs one
+    writer at a time. A thread
     resumed between two batches keeps its new checkpoints, the older ones
     not yet deleted, and every value and write (:func:`_delete_group_rest`
     leaves a thread that has a checkpoint alone)."""
