@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -29,10 +32,13 @@ from anvia_django.integrations.langgraph.models import (
 )
 from anvia_django.integrations.langgraph.scopes import (
     ThreadScope,
+    escape,
     namespace_scope,
     scoped_namespace,
     scoped_thread_id,
     thread_scope,
+    user_thread_pattern,
+    user_thread_prefixes,
 )
 from anvia_django.integrations.langgraph.store import DjangoStore
 from anvia_django.models import DataKey
@@ -73,6 +79,34 @@ def test_ids_not_made_by_the_helper_carry_nothing_and_bad_parts_are_refused() ->
         scoped_thread_id("x" * 250, user_id="u1")
     with pytest.raises(InvalidMemoryInputError, match="namespace"):
         scoped_namespace("memories")
+
+
+USERS = ("b.o+(b)", "B.O+(B)")
+"""Users differing in case alone, with a dot to escape and regular expression syntax."""
+ID_PARTS = ("anvia:", "t=", "u=", ":", "%3A", "%3a", "%2E", "%25", "%", ".", "x", *USERS)
+PARTS = st.lists(st.sampled_from(ID_PARTS), max_size=3).map("".join)
+"""Text of the id form's parts, escaped or not."""
+
+
+@given(
+    st.sampled_from(USERS),
+    st.sampled_from(USERS),
+    st.just("") | PARTS.map("t={}:".format),
+    PARTS,
+    st.lists(st.sampled_from(ID_PARTS), max_size=8).map("".join),
+)
+def test_a_users_thread_pattern_matches_the_ids_thread_scope_reads_them_in(
+    user_id: str, named: str, tenant: str, thread: str, other: str
+) -> None:
+    for thread_id in (
+        f"anvia:{tenant}u={escape(named)}:{thread}",
+        f"anvia:{tenant}{thread}",
+        other,
+    ):
+        theirs = thread_scope(thread_id).user_id == user_id
+        assert bool(re.search(user_thread_pattern(user_id), thread_id)) == theirs, thread_id
+        if theirs:
+            assert thread_id.startswith(user_thread_prefixes(user_id))
 
 
 def put(thread_id: str, *texts: str, steps: int = 1) -> None:

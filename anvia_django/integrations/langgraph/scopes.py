@@ -24,6 +24,7 @@ Imports no LangGraph: the commands use it without the extra.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ NAMESPACE_SEPARATOR = "."
 
 _ESCAPES = {"%": "%25", ":": "%3A", ".": "%2E"}
 _UNESCAPES = {code: char for char, code in _ESCAPES.items()}
+_ESCAPED_PART = "(?:[^%:.]|%25|%3A|%2E)+"
+"""A part as :func:`escape` writes it, not empty: what :func:`unescape` reads back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,27 @@ def scope_prefix(*, user_id: str | None = None, tenant: str | None = None) -> st
     if user_id is not None:
         text += USER + escape(user_id) + END
     return text
+
+
+def user_thread_prefixes(user_id: str) -> tuple[str, str]:
+    """What the ids :func:`thread_scope` finds ``user_id`` in start with:
+    ``anvia:u=<user>:`` (no tenant) or ``anvia:t=`` (any tenant, the user
+    part after it). Of the indexed column, to narrow a query that
+    :func:`user_thread_pattern` then makes exact."""
+    return MARKER + USER + escape(user_id) + END, MARKER + TENANT
+
+
+def user_thread_pattern(user_id: str) -> str:
+    """A regular expression the ids whose :func:`thread_scope` names
+    ``user_id`` match, and no other id (any tenant or none): the form in
+    full, each part escaped as :func:`escape` writes it, the thread not empty.
+
+    Written for Django's ``__regex`` lookup, case-sensitive on every backend:
+    Python's ``re`` (SQLite), PostgreSQL's ``~`` and MariaDB's ``REGEXP
+    BINARY`` read it alike (``re.escape`` puts a backslash before
+    punctuation alone, a literal character in all three)."""
+    user = re.escape(USER + escape(user_id) + END)
+    return f"^{MARKER}(?:{TENANT}{_ESCAPED_PART}{END})?{user}{_ESCAPED_PART}$"
 
 
 def thread_scope(thread_id: str) -> ThreadScope:

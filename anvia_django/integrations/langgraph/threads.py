@@ -24,11 +24,13 @@ from django.db.models import Count, Max, Model, Q, QuerySet
 
 from anvia_django.persistence import TenantRestriction
 from anvia_django.persistence.databases import read_alias
+from anvia_django.persistence.dialects.prefixes import starts_with
 from anvia_django.persistence.inspector.rows import as_utc
 
-from .maintenance import ScopeSelection, visible_threads
+from .maintenance import visible_threads
 from .models import LangGraphCheckpoint
 from .reads import StoredCheckpoint
+from .scopes import user_thread_pattern, user_thread_prefixes
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -46,10 +48,17 @@ def visible(
     ``scopes.py``): a reader limited to some tenants sees the threads of
     those tenants, an owner the threads naming them as user (in any tenant
     the tenant restriction leaves), and neither any thread whose id carries
-    none. Exact prefixes of the indexed ``thread_id`` (``maintenance.py``)."""
+    none. Exact prefixes of the indexed ``thread_id`` (``maintenance.py``);
+    an owner's, prefixes that narrow and the id's form in full
+    (``scopes.user_thread_pattern``) that decides, as ``thread_scope`` would."""
     shown: QuerySet[M] = visible_threads(rows, tenants)
     if owner is not None:
-        shown = ScopeSelection(user_id=owner).narrow(shown, "thread_id")
+        alias = shown.db
+        untenanted, tenanted = user_thread_prefixes(owner)
+        narrowed = starts_with(alias, "thread_id", untenanted) | starts_with(
+            alias, "thread_id", tenanted
+        )
+        shown = shown.filter(narrowed, thread_id__regex=user_thread_pattern(owner))
     return shown
 
 
