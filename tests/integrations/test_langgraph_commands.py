@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.core.management.base import OutputWrapper
 from django.test import override_settings
 from django.utils import timezone
 from hypothesis import given
@@ -41,6 +42,7 @@ from anvia_django.integrations.langgraph.scopes import (
     user_thread_prefixes,
 )
 from anvia_django.integrations.langgraph.store import DjangoStore
+from anvia_django.management import key_ops
 from anvia_django.models import DataKey
 from tests.encryption.support import encryption
 
@@ -203,6 +205,27 @@ def test_erase_destroys_the_threads_and_namespaces_keys_then_deletes() -> None:
         assert owner_of_thread(ACME_U10) in left
         assert threads() == {ACME_U10}
         assert not LangGraphStoreItem.objects.exists()
+
+
+@pytest.mark.django_db
+def test_erase_takes_the_threads_made_while_it_asked() -> None:
+    late = scoped_thread_id("late", user_id="u1")
+    asked = []
+
+    def confirm(question: str) -> bool:
+        asked.append(question)
+        put(late, "written while the prompt waited")
+        return True
+
+    with override_settings(ANVIA_DJANGO=encryption()):
+        put(U1, "mine")
+        said = StringIO()
+        key_ops.erase_user(OutputWrapper(said), user_id="u1", interactive=True, confirm=confirm)
+
+        assert "1 LangGraph thread (1 checkpoint)" in asked[0]
+        assert "2 LangGraph threads (2 checkpoints)" in said.getvalue()
+        assert threads() == set()
+        assert not DataKey.objects.filter(owner=owner_of_thread(late)).exists()
 
 
 @pytest.mark.django_db
