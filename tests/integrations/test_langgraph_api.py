@@ -255,7 +255,7 @@ def test_owner_mode_shows_the_callers_threads_alone(staff: APIClient) -> None:
     assert staff.get(history_url(ACME)).status_code == 404  # ana's
 
 
-OWNER = "bob.1+(x)"  # a dot to escape, and what a regular expression would read as syntax
+OWNER = "bób.1+(x)"  # not ASCII, a dot to escape, and regular expression syntax
 
 
 def owner(request: Any) -> str:
@@ -266,8 +266,8 @@ def owner(request: Any) -> str:
 @override_settings(ANVIA_DJANGO={"INSPECTOR_OWNER_MODE": True, "INSPECTOR_USER_RESOLVER": owner})
 def test_owner_mode_reads_the_user_as_thread_scope_does(staff: APIClient) -> None:
     mine = [
-        scoped_thread_id("chat", user_id=OWNER),
-        scoped_thread_id("chat", user_id=OWNER, tenant="acme"),
+        scoped_thread_id("chát 😀", user_id=OWNER),
+        scoped_thread_id("chat", user_id=OWNER, tenant="äcme"),
     ]
     named = f"u={escape(OWNER)}:"
     others = [
