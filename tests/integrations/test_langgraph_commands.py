@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 from django.test import override_settings
 from django.utils import timezone
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
@@ -38,8 +38,7 @@ from anvia_django.integrations.langgraph.scopes import (
     scoped_namespace,
     scoped_thread_id,
     thread_scope,
-    user_thread_pattern,
-    user_thread_prefixes,
+    user_threads,
 )
 from anvia_django.integrations.langgraph.store import DjangoStore
 from anvia_django.management import key_ops
@@ -97,6 +96,10 @@ PARTS = st.lists(st.sampled_from(ID_PARTS), max_size=3).map("".join)
     PARTS,
     st.lists(st.sampled_from(ID_PARTS), max_size=8).map("".join),
 )
+@example(USERS[0], USERS[0], "", "x", "")  # the user's punctuation, escaped
+@example(USERS[0], USERS[1], "t=x:", "x", "")  # another user, in case alone
+@example(USERS[0], USERS[0], "t=a.b:", "x", "anvia:t=a:b:u=b%2Eo+(b):x")  # tenants not escaped
+@example(USERS[0], USERS[0], "t=x:", "a.b", "anvia:u=b%2Eo+(b):x:y")  # threads not escaped
 def test_a_users_thread_pattern_matches_the_ids_thread_scope_reads_them_in(
     user_id: str, named: str, tenant: str, thread: str, other: str
 ) -> None:
@@ -106,9 +109,14 @@ def test_a_users_thread_pattern_matches_the_ids_thread_scope_reads_them_in(
         other,
     ):
         theirs = thread_scope(thread_id).user_id == user_id
-        assert bool(re.search(user_thread_pattern(user_id), thread_id)) == theirs, thread_id
-        if theirs:
-            assert thread_id.startswith(user_thread_prefixes(user_id))
+        find = user_threads(user_id)
+        alone = thread_id.startswith(find.alone) and re.search(find.alone_pattern, thread_id)
+        in_a_tenant = (
+            thread_id.startswith(find.in_a_tenant)
+            and find.named in thread_id
+            and re.search(find.in_a_tenant_pattern, thread_id)
+        )
+        assert bool(alone or in_a_tenant) == theirs, thread_id
 
 
 def put(thread_id: str, *texts: str, steps: int = 1) -> None:

@@ -116,25 +116,40 @@ def scope_prefix(*, user_id: str | None = None, tenant: str | None = None) -> st
     return text
 
 
-def user_thread_prefixes(user_id: str) -> tuple[str, str]:
-    """What the ids :func:`thread_scope` finds ``user_id`` in start with:
-    ``anvia:u=<user>:`` (no tenant) or ``anvia:t=`` (any tenant, the user
-    part after it). Of the indexed column, to narrow a query that
-    :func:`user_thread_pattern` then makes exact."""
-    return MARKER + USER + escape(user_id) + END, MARKER + TENANT
+@dataclass(frozen=True, slots=True)
+class UserThreads:
+    """How a query finds the ids whose :func:`thread_scope` names a user,
+    in no tenant or in one: for each, what narrows (prefixes of the indexed
+    column, a substring) and a pattern that decides.
+
+    The patterns are regular expressions of the form in full, each part
+    escaped as :func:`escape` writes it, the thread not empty; for Django's
+    ``__regex``, case-sensitive on every backend: Python's ``re`` (SQLite),
+    PostgreSQL's ``~`` and MariaDB's ``REGEXP BINARY`` read them alike
+    (``re.escape`` puts a backslash before punctuation alone, a literal
+    character in all three)."""
+
+    alone: str
+    """What their ids without a tenant start with: ``anvia:u=<user>:``."""
+    alone_pattern: str
+    in_a_tenant: str
+    """What every tenant's ids start with: ``anvia:t=``."""
+    named: str
+    """What a tenant's id of theirs holds: ``:u=<user>:``."""
+    in_a_tenant_pattern: str
 
 
-def user_thread_pattern(user_id: str) -> str:
-    """A regular expression the ids whose :func:`thread_scope` names
-    ``user_id`` match, and no other id (any tenant or none): the form in
-    full, each part escaped as :func:`escape` writes it, the thread not empty.
-
-    Written for Django's ``__regex`` lookup, case-sensitive on every backend:
-    Python's ``re`` (SQLite), PostgreSQL's ``~`` and MariaDB's ``REGEXP
-    BINARY`` read it alike (``re.escape`` puts a backslash before
-    punctuation alone, a literal character in all three)."""
-    user = re.escape(USER + escape(user_id) + END)
-    return f"^{MARKER}(?:{TENANT}{_ESCAPED_PART}{END})?{user}{_ESCAPED_PART}$"
+def user_threads(user_id: str) -> UserThreads:
+    """How to find the threads of ``user_id`` (:class:`UserThreads`)."""
+    user = USER + escape(user_id) + END
+    rest = f"{re.escape(user)}{_ESCAPED_PART}$"
+    return UserThreads(
+        alone=MARKER + user,
+        alone_pattern=f"^{MARKER}{rest}",
+        in_a_tenant=MARKER + TENANT,
+        named=END + user,
+        in_a_tenant_pattern=f"^{MARKER}{TENANT}{_ESCAPED_PART}{END}{rest}",
+    )
 
 
 def thread_scope(thread_id: str) -> ThreadScope:

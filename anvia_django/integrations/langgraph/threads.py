@@ -30,7 +30,7 @@ from anvia_django.persistence.inspector.rows import as_utc
 from .maintenance import visible_threads
 from .models import LangGraphCheckpoint
 from .reads import StoredCheckpoint
-from .scopes import user_thread_pattern, user_thread_prefixes
+from .scopes import user_threads
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -49,16 +49,26 @@ def visible(
     those tenants, an owner the threads naming them as user (in any tenant
     the tenant restriction leaves), and neither any thread whose id carries
     none. Exact prefixes of the indexed ``thread_id`` (``maintenance.py``);
-    an owner's, prefixes that narrow and the id's form in full
-    (``scopes.user_thread_pattern``) that decides, as ``thread_scope`` would."""
+    an owner's, prefixes and a substring that narrow and the id's form in
+    full that decides, as ``thread_scope`` would (``scopes.user_threads``)."""
     shown: QuerySet[M] = visible_threads(rows, tenants)
     if owner is not None:
+        theirs = user_threads(owner)
         alias = shown.db
-        untenanted, tenanted = user_thread_prefixes(owner)
-        narrowed = starts_with(alias, "thread_id", untenanted) | starts_with(
-            alias, "thread_id", tenanted
+        # Each pattern last in its branch, run on the rows the cheap
+        # conditions leave (PostgreSQL would run a condition both branches
+        # share, or one at the top level, first).
+        shown = shown.filter(
+            (
+                starts_with(alias, "thread_id", theirs.alone)
+                & Q(thread_id__regex=theirs.alone_pattern)
+            )
+            | (
+                starts_with(alias, "thread_id", theirs.in_a_tenant)
+                & Q(thread_id__contains=theirs.named)
+                & Q(thread_id__regex=theirs.in_a_tenant_pattern)
+            )
         )
-        shown = shown.filter(narrowed, thread_id__regex=user_thread_pattern(owner))
     return shown
 
 
