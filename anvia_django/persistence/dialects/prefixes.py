@@ -31,7 +31,8 @@ _code_point_order: dict[tuple[str, str], bool] = {}
 
 
 def starts_with(using: str, field: str, prefix: str) -> Q:
-    """``field`` starts with ``prefix`` (case and all) on database ``using``."""
+    """``field`` starts with ``prefix`` (case and all) on database ``using``;
+    ``field`` one of this app's id columns (``IdentifierField``: binary on MySQL)."""
     if connections[using].vendor == "mysql":
         return Q(_BinaryColumnLike(F(field), prefix))
     if not _orders_by_code_point(using):
