@@ -94,7 +94,10 @@ def test_the_demo_account_walks_the_admin_and_the_api(live_server: Any) -> None:
     assert "walk-2" in seen["second_page"]
     assert "walk-4" not in seen["second_page"]
     assert "/anvia/api/conversations/{ref}/runs/" in seen["operations"]
-    assert len(seen["operations"]) == 7
+    # The conversations' seven; LangGraph's three (thread list, history,
+    # checkpoint) where LangGraph is installed, as in the test environment.
+    assert "/anvia/api/langgraph/threads/" in seen["operations"]
+    assert len(seen["operations"]) == 10
     assert seen["anonymous_status"] == 403
     assert seen["anonymous_type"].startswith("text/html")
     assert "Authentication credentials were not provided." in seen["anonymous_text"]
