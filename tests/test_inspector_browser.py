@@ -53,10 +53,13 @@ def walk_the_inspector(browser: Any, base_url: str) -> dict[str, Any]:
 
     page.goto(f"{base_url}/anvia/api/")
     seen["root_type"] = page.evaluate("document.contentType")
+    # The root page has a .response-info too: wait for the new page's address
+    # before reading it, or a loaded machine reads the old one.
     page.click(f'a[href="{base_url}/anvia/api/conversations/"]')
+    page.wait_for_url(f"{base_url}/anvia/api/conversations/")
     seen["first_page"] = page.locator(".response-info").inner_text()
     page.click('a[rel="next"]')
-    page.wait_for_load_state()
+    page.wait_for_url("**cursor=**")
     seen["second_url"] = page.url
     seen["second_page"] = page.locator(".response-info").inner_text()
 
