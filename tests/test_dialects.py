@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from anvia_django.core.memory import MemoryContext
 from anvia_django.fields import ExactTextField, IdentifierField
+from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
 from anvia_django.models import Conversation, MemoryMessage
 from anvia_django.persistence import (
     append_messages,
@@ -30,6 +31,7 @@ from anvia_django.persistence import (
 )
 from anvia_django.persistence.dialects.collation import exact_collation
 from anvia_django.persistence.dialects.full_text import SEARCH_COLUMN
+from anvia_django.persistence.dialects.prefixes import starts_with
 from anvia_django.store import DjangoMemoryStore
 from anvia_django.testing import MemoryStoreConformance
 
@@ -223,6 +225,39 @@ def test_mysql_columns_get_the_exact_collation() -> None:
     }
     assert set(found) == exact_columns
     assert set(found.values()) == {expected}
+
+
+PREFIXED = ("a_b%:x", "a_b%:y", "A_b%:x", "aXb%:x", "a_bZ:x", "a_b%", "a_b")
+
+
+def _prefixed() -> QuerySet[LangGraphCheckpoint]:
+    now = timezone.now()
+    LangGraphCheckpoint.objects.bulk_create(
+        LangGraphCheckpoint(
+            thread_id=thread_id, checkpoint_id="1", type="json", checkpoint=b"{}", created_at=now
+        )
+        for thread_id in PREFIXED
+    )
+    return LangGraphCheckpoint.objects.filter(starts_with("default", "thread_id", "a_b%:"))
+
+
+@pytest.mark.django_db
+def test_an_id_prefix_is_matched_exactly() -> None:
+    rows = _prefixed()
+    assert sorted(rows.values_list("thread_id", flat=True)) == ["a_b%:x", "a_b%:y"]
+
+
+@pytest.mark.mysql
+@pytest.mark.django_db
+def test_mysql_reads_an_id_prefix_as_a_range_of_the_index() -> None:
+    # LIKE BINARY (Django's startswith there) reads the whole index.
+    sql, params = _prefixed().values("pk").query.sql_with_params()
+    assert "BINARY" not in sql
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}", params)
+        names = [column[0] for column in cursor.description]
+        [plan] = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    assert plan["type"] == "range", plan
 
 
 @pytest.mark.postgres

@@ -33,7 +33,7 @@ from .transcript import json_text
 
 class LangGraphCheckpointAdmin(ReadOnlyAdminMixin):
     list_display = ("checkpoint_id", "thread_link", "checkpoint_ns", "source", "step", "created_at")
-    search_fields = ("=thread_id",)
+    search_fields = ("thread_id__exact",)  # "=thread_id" would ignore case (iexact)
     search_help_text = "Exact thread id."
     # Newest first: checkpoint ids grow with time (served by their index).
     ordering = ("-checkpoint_id",)

@@ -32,7 +32,7 @@ from .previews import unreadable_mark
 
 class LangGraphStoreItemAdmin(ReadOnlyAdminMixin):
     list_display = ("key", "namespace", "updated_at", "expires_at")
-    search_fields = ("=namespace",)
+    search_fields = ("namespace__exact",)  # "=namespace" would ignore case (iexact)
     search_help_text = "Exact namespace, its labels joined with dots (users.42.memories)."
     ordering = ("-updated_at", "-pk")
     show_full_result_count = False

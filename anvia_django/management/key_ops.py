@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from io import StringIO
 
 from django.core.management import CommandError
 from django.core.management.base import OutputWrapper
@@ -46,25 +47,34 @@ def erase_user(
     require_one_tenant(
         selection, tenants, subject=f"User {user_id!r}'s conversations", verb="erase", done="erased"
     )
-    graph = langgraph_ops.plan_for_user(
-        out,
-        user_id,
-        tenants,
-        subject=f"User {user_id!r}'s LangGraph threads and store items",
-        verb="erase",
-    )
+
+    def plan_graph(said: OutputWrapper) -> langgraph_ops.GraphPlan:
+        return langgraph_ops.plan_for_user(
+            said,
+            user_id,
+            tenants,
+            subject=f"User {user_id!r}'s LangGraph threads and store items",
+            verb="erase",
+        )
+
+    graph = plan_graph(out)
     whose = f"user {user_id!r}{describe(tenants)}"
     planned = count_conversations(selection)
     elsewhere = 0
     if tenants.metadata:
         everywhere = count_conversations(ConversationFilter(user_id=user_id))
         elsewhere = everywhere.conversations - planned.conversations
-    also = f", {langgraph_ops.describe(graph.counts())}" if graph else ""
-    if interactive and not confirm(
-        f"Erase {whose}: destroy their data key and delete "
-        f"{planned.conversations} conversation(s) ({planned.messages} message(s)){also}?"
-    ):
-        raise CommandError("Cancelled; nothing was deleted.")
+    if interactive:
+        also = f", {langgraph_ops.describe(graph.counts())}" if graph else ""
+        if not confirm(
+            f"Erase {whose}: destroy their data key and delete "
+            f"{planned.conversations} conversation(s) ({planned.messages} message(s)){also}?"
+        ):
+            raise CommandError("Cancelled; nothing was deleted.")
+        # Again, as the conversations are read again when deleted: threads
+        # the user made while the prompt waited go too (what the plan says
+        # was said already).
+        graph = plan_graph(OutputWrapper(StringIO()))
     codec = codec_for(write_alias(None))
     if elsewhere:
         keys = codec.erase_user(user_id, scope_keys=scope_keys_of(selection))

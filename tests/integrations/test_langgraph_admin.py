@@ -91,6 +91,8 @@ def test_the_list_is_newest_first_searchable_and_its_queries_constant(
         "checkpoint_id", flat=True
     )
     assert not any(checkpoint_id in html for checkpoint_id in other)
+    upper = viewer.get(CHECKPOINTS, {"q": "T1"}).content.decode()  # another thread
+    assert not any(checkpoint_id in upper for checkpoint_id in ids)
 
     with django_assert_max_num_queries(12) as few:
         viewer.get(CHECKPOINTS)
@@ -132,6 +134,7 @@ def test_store_items_newest_first_by_namespace_with_constant_queries(
     assert "key-older" in found
     assert "key-newer" not in found
     assert "users.u1" not in viewer.get(ITEMS, {"q": "users"}).content.decode()  # exact
+    assert "key-older" not in viewer.get(ITEMS, {"q": "USERS.u1"}).content.decode()  # case too
 
     with django_assert_max_num_queries(12) as few:
         viewer.get(ITEMS)

@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 from anvia_django.encryption.envelope import DecryptionError
 from anvia_django.integrations.langgraph import DjangoSaver
 from anvia_django.integrations.langgraph.models import LangGraphCheckpoint
-from anvia_django.integrations.langgraph.scopes import scoped_thread_id
+from anvia_django.integrations.langgraph.scopes import escape, scoped_thread_id, thread_scope
 from anvia_django.persistence.threads.dispatch import close_db_threads
 from tests.api_client import follow_all, next_url
 from tests.encryption.support import encryption
@@ -253,6 +253,36 @@ def test_owner_mode_shows_the_callers_threads_alone(staff: APIClient) -> None:
     assert staff.get(history_url(mine)).status_code == 200
     assert [staff.get(url).status_code for url in urls()[1:]] == [404, 404]  # t-one
     assert staff.get(history_url(ACME)).status_code == 404  # ana's
+
+
+OWNER = "bób.1+(x)"  # not ASCII, a dot to escape, and regular expression syntax
+
+
+def owner(request: Any) -> str:
+    return OWNER
+
+
+@pytest.mark.usefixtures("seeded")
+@override_settings(ANVIA_DJANGO={"INSPECTOR_OWNER_MODE": True, "INSPECTOR_USER_RESOLVER": owner})
+def test_owner_mode_reads_the_user_as_thread_scope_does(staff: APIClient) -> None:
+    mine = [
+        scoped_thread_id("chát 😀", user_id=OWNER),
+        scoped_thread_id("chat", user_id=OWNER, tenant="äcme"),
+    ]
+    named = f"u={escape(OWNER)}:"
+    others = [
+        scoped_thread_id("chat", user_id=OWNER.upper(), tenant="acme"),  # another user
+        f"anvia:t=x:foo:{named}bar",  # not the form: no user (thread_scope)
+        f"anvia:{named}a:b",
+        f"anvia:t=acme:{named}a.b",  # an unescaped dot
+        f"anvia:{named}",  # no thread
+    ]
+    for thread_id in mine + others:
+        DjangoSaver().copy_thread("t-one", thread_id)
+    assert {thread_scope(t).user_id for t in others} == {None, OWNER.upper()}
+
+    assert sorted(row["threadId"] for row in staff.get(THREADS).json()) == sorted(mine)
+    assert [staff.get(history_url(t)).status_code for t in others] == [404] * len(others)
 
 
 @pytest.mark.usefixtures("seeded")

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import timedelta
 from io import StringIO
 from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.core.management.base import OutputWrapper
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from hypothesis import example, given
+from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -35,12 +39,15 @@ from anvia_django.integrations.langgraph.models import (
 )
 from anvia_django.integrations.langgraph.scopes import (
     ThreadScope,
+    escape,
     namespace_scope,
     scoped_namespace,
     scoped_thread_id,
     thread_scope,
+    user_threads,
 )
 from anvia_django.integrations.langgraph.store import DjangoStore
+from anvia_django.management import key_ops
 from anvia_django.models import DataKey
 from tests.encryption.support import encryption
 
@@ -79,6 +86,43 @@ def test_ids_not_made_by_the_helper_carry_nothing_and_bad_parts_are_refused() ->
         scoped_thread_id("x" * 250, user_id="u1")
     with pytest.raises(InvalidMemoryInputError, match="namespace"):
         scoped_namespace("memories")
+
+
+USERS = ("b.o+(b)", "B.O+(B)")
+"""Users differing in case alone, with a dot to escape and regular expression syntax."""
+ID_PARTS = ("anvia:", "t=", "u=", ":", "%3A", "%3a", "%2E", "%25", "%", ".", "x", *USERS)
+PARTS = st.lists(st.sampled_from(ID_PARTS), max_size=3).map("".join)
+"""Text of the id form's parts, escaped or not."""
+
+
+@given(
+    st.sampled_from(USERS),
+    st.sampled_from(USERS),
+    st.just("") | PARTS.map("t={}:".format),
+    PARTS,
+    st.lists(st.sampled_from(ID_PARTS), max_size=8).map("".join),
+)
+@example(USERS[0], USERS[0], "", "x", "")  # the user's punctuation, escaped
+@example(USERS[0], USERS[1], "t=x:", "x", "")  # another user, in case alone
+@example(USERS[0], USERS[0], "t=a.b:", "x", "anvia:t=a:b:u=b%2Eo+(b):x")  # tenants not escaped
+@example(USERS[0], USERS[0], "t=x:", "a.b", "anvia:u=b%2Eo+(b):x:y")  # threads not escaped
+def test_a_users_thread_pattern_matches_the_ids_thread_scope_reads_them_in(
+    user_id: str, named: str, tenant: str, thread: str, other: str
+) -> None:
+    for thread_id in (
+        f"anvia:{tenant}u={escape(named)}:{thread}",
+        f"anvia:{tenant}{thread}",
+        other,
+    ):
+        theirs = thread_scope(thread_id).user_id == user_id
+        find = user_threads(user_id)
+        alone = thread_id.startswith(find.alone) and re.search(find.alone_pattern, thread_id)
+        in_a_tenant = (
+            thread_id.startswith(find.in_a_tenant)
+            and find.named in thread_id
+            and re.search(find.in_a_tenant_pattern, thread_id)
+        )
+        assert bool(alone or in_a_tenant) == theirs, thread_id
 
 
 def put(thread_id: str, *texts: str, steps: int = 1) -> None:
@@ -203,6 +247,27 @@ def test_erase_destroys_the_threads_and_namespaces_keys_then_deletes() -> None:
         assert owner_of_thread(ACME_U10) in left
         assert threads() == {ACME_U10}
         assert not LangGraphStoreItem.objects.exists()
+
+
+@pytest.mark.django_db
+def test_erase_takes_the_threads_made_while_it_asked() -> None:
+    late = scoped_thread_id("late", user_id="u1")
+    asked = []
+
+    def confirm(question: str) -> bool:
+        asked.append(question)
+        put(late, "written while the prompt waited")
+        return True
+
+    with override_settings(ANVIA_DJANGO=encryption()):
+        put(U1, "mine")
+        said = StringIO()
+        key_ops.erase_user(OutputWrapper(said), user_id="u1", interactive=True, confirm=confirm)
+
+        assert "1 LangGraph thread (1 checkpoint)" in asked[0]
+        assert "2 LangGraph threads (2 checkpoints)" in said.getvalue()
+        assert threads() == set()
+        assert not DataKey.objects.filter(owner=owner_of_thread(late)).exists()
 
 
 @pytest.mark.django_db

@@ -134,7 +134,16 @@ def test_staff_get_schema_conformant_answers_and_no_server_error() -> None:
             )
             if response.status_code == 400:
                 named = set(json.loads(response.text))
-                assert named <= {"limit", "cursor", "after", "userId", "runId", "q"}, response.text
+                assert named <= {
+                    "limit",
+                    "cursor",
+                    "after",
+                    "userId",
+                    "runId",
+                    "q",
+                    "threadId",
+                    "checkpointNs",
+                }, response.text
                 assert named
 
         check()

@@ -24,6 +24,7 @@ Imports no LangGraph: the commands use it without the extra.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ NAMESPACE_SEPARATOR = "."
 
 _ESCAPES = {"%": "%25", ":": "%3A", ".": "%2E"}
 _UNESCAPES = {code: char for char, code in _ESCAPES.items()}
+_ESCAPED_PART = "(?:[^%:.]|%25|%3A|%2E)+"
+"""A part as :func:`escape` writes it, not empty: what :func:`unescape` reads back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,42 @@ def scope_prefix(*, user_id: str | None = None, tenant: str | None = None) -> st
     if user_id is not None:
         text += USER + escape(user_id) + END
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class UserThreads:
+    """How a query finds the ids whose :func:`thread_scope` names a user,
+    in no tenant or in one: for each, what narrows (prefixes of the indexed
+    column, a substring) and a pattern that decides.
+
+    The patterns are regular expressions of the form in full, each part
+    escaped as :func:`escape` writes it, the thread not empty; for Django's
+    ``__regex``, case-sensitive on every backend: Python's ``re`` (SQLite),
+    PostgreSQL's ``~`` and MariaDB's ``REGEXP BINARY`` read them alike
+    (``re.escape`` puts a backslash before punctuation alone, a literal
+    character in all three)."""
+
+    alone: str
+    """What their ids without a tenant start with: ``anvia:u=<user>:``."""
+    alone_pattern: str
+    in_a_tenant: str
+    """What every tenant's ids start with: ``anvia:t=``."""
+    named: str
+    """What a tenant's id of theirs holds: ``:u=<user>:``."""
+    in_a_tenant_pattern: str
+
+
+def user_threads(user_id: str) -> UserThreads:
+    """How to find the threads of ``user_id`` (:class:`UserThreads`)."""
+    user = USER + escape(user_id) + END
+    rest = f"{re.escape(user)}{_ESCAPED_PART}$"
+    return UserThreads(
+        alone=MARKER + user,
+        alone_pattern=f"^{MARKER}{rest}",
+        in_a_tenant=MARKER + TENANT,
+        named=END + user,
+        in_a_tenant_pattern=f"^{MARKER}{TENANT}{_ESCAPED_PART}{END}{rest}",
+    )
 
 
 def thread_scope(thread_id: str) -> ThreadScope:

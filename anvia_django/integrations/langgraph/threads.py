@@ -24,11 +24,13 @@ from django.db.models import Count, Max, Model, Q, QuerySet
 
 from anvia_django.persistence import TenantRestriction
 from anvia_django.persistence.databases import read_alias
+from anvia_django.persistence.dialects.prefixes import starts_with
 from anvia_django.persistence.inspector.rows import as_utc
 
-from .maintenance import ScopeSelection, visible_threads
+from .maintenance import visible_threads
 from .models import LangGraphCheckpoint
 from .reads import StoredCheckpoint
+from .scopes import user_threads
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -46,10 +48,27 @@ def visible(
     ``scopes.py``): a reader limited to some tenants sees the threads of
     those tenants, an owner the threads naming them as user (in any tenant
     the tenant restriction leaves), and neither any thread whose id carries
-    none. Exact prefixes of the indexed ``thread_id`` (``maintenance.py``)."""
+    none. Exact prefixes of the indexed ``thread_id`` (``maintenance.py``);
+    an owner's, prefixes and a substring that narrow and the id's form in
+    full that decides, as ``thread_scope`` would (``scopes.user_threads``)."""
     shown: QuerySet[M] = visible_threads(rows, tenants)
     if owner is not None:
-        shown = ScopeSelection(user_id=owner).narrow(shown, "thread_id")
+        theirs = user_threads(owner)
+        alias = shown.db
+        # Each pattern last in its branch, run on the rows the cheap
+        # conditions leave (PostgreSQL would run a condition both branches
+        # share, or one at the top level, first).
+        shown = shown.filter(
+            (
+                starts_with(alias, "thread_id", theirs.alone)
+                & Q(thread_id__regex=theirs.alone_pattern)
+            )
+            | (
+                starts_with(alias, "thread_id", theirs.in_a_tenant)
+                & Q(thread_id__contains=theirs.named)
+                & Q(thread_id__regex=theirs.in_a_tenant_pattern)
+            )
+        )
     return shown
 
 

@@ -5,19 +5,23 @@ Where the column orders strings by code point, the prefix is a range of
 that order: exact, and what a B-tree index serves. SQLite's ``BINARY``
 (its ``LIKE`` would ignore ASCII case), and PostgreSQL on a database whose
 collation is libc's ``C``, ``POSIX`` or ``C.UTF-8`` (the planner serves
-``LIKE`` from the index only for ``C`` itself). Elsewhere ``LIKE 'prefix%'``
-(Django's ``startswith``, its wildcards escaped), exact on this app's id
-columns: MariaDB's and MySQL's binary collations, whose index serves it,
-and PostgreSQL's other deterministic collations, where it scans (a range
-of a language's order would leave matches out).
+``LIKE`` from the index only for ``C`` itself). On MariaDB and MySQL a
+plain ``LIKE 'prefix%'`` (its wildcards escaped): exact on this app's id
+columns, whose collation is binary (``fields.py``), and a range of their
+index. Not Django's ``startswith``, which is ``LIKE BINARY`` there: the
+cast leaves the optimizer no range, and it reads the whole index. On
+PostgreSQL's other deterministic collations, Django's ``startswith``:
+``LIKE``, exact, but a scan (a range of a language's order would leave
+matches out).
 """
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django.db import connections
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.lookups import StartsWith
 
 SURROGATES = range(0xD800, 0xE000)
 CODE_POINT_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8"})
@@ -27,12 +31,23 @@ _code_point_order: dict[tuple[str, str], bool] = {}
 
 
 def starts_with(using: str, field: str, prefix: str) -> Q:
-    """``field`` starts with ``prefix`` (case and all) on database ``using``."""
+    """``field`` starts with ``prefix`` (case and all) on database ``using``;
+    ``field`` one of this app's id columns (``IdentifierField``: binary on MySQL)."""
+    if connections[using].vendor == "mysql":
+        return Q(_BinaryColumnLike(F(field), prefix))
     if not _orders_by_code_point(using):
         return Q(**{f"{field}__startswith": prefix})
     above = following(prefix)
     lower = Q(**{f"{field}__gte": prefix})
     return lower if above is None else lower & Q(**{f"{field}__lt": above})
+
+
+class _BinaryColumnLike(StartsWith):
+    """``LIKE 'prefix%'`` without Django's ``BINARY`` on MySQL and MariaDB:
+    exact on a column of binary collation alone."""
+
+    def get_rhs_op(self, connection: Any, rhs: str) -> str:
+        return f"LIKE {rhs}"
 
 
 def _orders_by_code_point(using: str) -> bool:
