@@ -34,7 +34,7 @@ from anvia_django.persistence.maintenance import DEFAULT_BATCH_SIZE
 
 from .jsonl import json_line
 from .progress import Progress
-from .tenants import ALL_TENANTS, SHOWN, TenantChoice, option_names
+from .tenants import TenantChoice, option_names, refuse_several_tenants
 from .tenants import describe as describe_tenants
 
 
@@ -45,7 +45,8 @@ class GraphPlan:
     thread_ids: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     cutoff: datetime | None = None
-    """Prune's: threads are checked against it again just before they go."""
+    """Prune's: only checkpoints older than it go, and a thread that has a
+    newer one is kept (checked again in each batch)."""
     leftovers: list[str] = field(default_factory=list)
     """Threads an interrupted deletion left with values but no checkpoint."""
 
@@ -108,9 +109,8 @@ def delete(
         if progress is not None:
             progress.update(f"{done.threads} of {len(plan.thread_ids)} LangGraph threads")
 
-    still = None if plan.cutoff is None else maintenance.still_stale(plan.cutoff)
     counts = delete_threads_in_batches(
-        plan.thread_ids, batch_size=batch_size, using=None, still=still, on_batch=on_batch
+        plan.thread_ids, batch_size=batch_size, using=None, cutoff=plan.cutoff, on_batch=on_batch
     )
     items = maintenance.delete_items(plan.namespaces, batch_size=batch_size)
     rest = delete_leftovers_in_batches(plan.leftovers, batch_size=batch_size, using=None)
@@ -172,13 +172,7 @@ def sweep(out: OutputWrapper, *, dry_run: bool, batch_size: int) -> None:
     interrupted deletions left of threads (values without a checkpoint)."""
     leftovers = maintenance.leftover_thread_ids(ScopeSelection())
     if dry_run:
-        from django.utils import timezone
-
-        expired = (
-            LangGraphStoreItem.objects.using(read_alias(None))
-            .filter(expires_at__lte=timezone.now())
-            .count()
-        )
+        expired = maintenance.expired_items(using=None).count()
         out.write(
             f"Would delete {_plural(expired, 'expired store item')}{_rest(len(leftovers))} "
             "(dry run; nothing deleted)."
@@ -225,17 +219,9 @@ def _require_one_tenant(plan: GraphPlan, choice: TenantChoice, *, subject: str, 
     for namespace in plan.namespaces:
         found = namespace_scope(namespace)
         tenants.add(found.tenant if found else None)
-    if len(tenants) <= 1:
-        return
     named = sorted(tenants, key=lambda tenant: (tenant is not None, tenant or ""))
-    several = f"at least {SHOWN + 1}" if len(named) > SHOWN else str(len(named))
-    shown = ", ".join(
-        f"{paths[0]} {'(none)' if tenant is None else repr(tenant)}" for tenant in named[:SHOWN]
-    )
-    raise CommandError(
-        f"{subject} are in {several} tenants ({shown}): "
-        f"name one with {option_names(paths)[paths[0]]}, or pass {ALL_TENANTS} to {verb} "
-        "those of every tenant. Nothing was done."
+    refuse_several_tenants(
+        [(tenant,) for tenant in named], paths[:1], subject=subject, verb=verb, done="done"
     )
 
 

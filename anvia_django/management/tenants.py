@@ -140,6 +140,21 @@ def require_one_tenant(
     if not paths or choice.all_tenants:
         return
     found = tenants_of(selection, paths, limit=SHOWN + 1)
+    refuse_several_tenants(found, paths, subject=subject, verb=verb, done=done)
+
+
+def refuse_several_tenants(
+    found: Sequence[Sequence[str | None]],
+    paths: Sequence[str],
+    *,
+    subject: str,
+    verb: str,
+    done: str,
+) -> None:
+    """Refuse (``CommandError``) when ``found`` (the tenants an action
+    covers, in order: each its values of ``paths``, the metadata keys the
+    tenant options name) holds more than one, naming the first
+    :data:`SHOWN` and the options that pick one."""
     if len(found) <= 1:
         return
     several = f"at least {SHOWN + 1}" if len(found) > SHOWN else str(len(found))

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -186,13 +187,41 @@ def test_clear_deletes_the_users_threads_and_items_and_nothing_else() -> None:
 
 
 @pytest.mark.django_db
+@override_settings(ANVIA_DJANGO=encryption())
+def test_clear_forgets_the_keys_of_the_namespaces_it_empties(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    store = DjangoStore()
+    mine = scoped_namespace("memories", user_id="u1")
+    theirs = scoped_namespace("memories", user_id="u10")
+    for key in ("food", "drink", "town"):
+        store.put(mine, key, {"likes": key})
+    store.put(theirs, "food", {"likes": "soup"})
+    owners = {ns: owner_of_namespace(".".join(ns)) for ns in (mine, theirs)}
+    assert set(owners.values()) <= set(DataKey.objects.values_list("owner", flat=True))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        said = memory("clear", "--user", "u1", "--yes")
+
+    assert "3 store items" in said
+    left = set(DataKey.objects.values_list("owner", flat=True))
+    assert owners[mine] not in left
+    assert owners[theirs] in left
+    assert store.get(theirs, "food") is not None
+
+
+@pytest.mark.django_db
 @override_settings(ANVIA_DJANGO=TENANTS)
 def test_a_user_in_several_tenants_needs_one_named() -> None:
     put(ACME_U1, "acme")
     put(UPPER_U1, "other")
 
-    with pytest.raises(CommandError, match=r"2 tenants \(tenant_id 'Acme', tenant_id 'acme'\)"):
+    with pytest.raises(CommandError) as refused:
         memory("clear", "--user", "u1", "--yes")
+    assert str(refused.value).endswith(
+        " are in 2 tenants (tenant_id 'Acme', tenant_id 'acme'): name one with --tenant-id, "
+        "or pass --all-tenants to delete those of every tenant. Nothing was done."
+    )
     assert threads() == {ACME_U1, UPPER_U1}
 
     memory("clear", "--user", "u1", "--tenant-id", "acme", "--yes")
@@ -251,12 +280,65 @@ def test_prune_deletes_threads_whose_latest_checkpoint_is_old_in_batches() -> No
     assert "1 LangGraph thread (3 checkpoints)" in memory(
         "prune", "--older-than", "30d", "--dry-run"
     )
-    said = memory("prune", "--older-than", "30d", "--batch-size", "2", "--yes")
+    with CaptureQueriesContext(connection) as queries:
+        said = memory("prune", "--older-than", "30d", "--batch-size", "2", "--yes")
 
     assert "Deleted 1 LangGraph thread (3 checkpoints) last written before" in said
     assert threads() == {"new"}
     assert not LangGraphBlob.objects.filter(thread_id="old").exists()
     assert not LangGraphWrite.objects.filter(thread_id="old").exists()
+    table = LangGraphCheckpoint._meta.db_table
+    deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("DELETE")]
+    assert len([sql for sql in deletes if table in sql.split("WHERE")[0]]) == 2  # 3 rows, 2 a batch
+
+
+def resume(thread_id: str, text: str) -> None:
+    """A new checkpoint of ``thread_id`` after its latest that changes its
+    messages alone: its other channels keep their versions (and values)."""
+    saver = DjangoSaver()
+    latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    assert latest is not None
+    checkpoint = latest.checkpoint.copy()
+    version = int(checkpoint["channel_versions"]["messages"]) + 1
+    checkpoint["id"] = empty_checkpoint()["id"]
+    checkpoint["channel_values"] = {"messages": [HumanMessage(text)]}
+    checkpoint["channel_versions"] = {**checkpoint["channel_versions"], "messages": version}
+    saver.put(latest.config, checkpoint, {"step": version}, {"messages": version})
+
+
+@pytest.mark.django_db
+def test_prune_keeps_a_thread_resumed_after_its_age_was_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saver = DjangoSaver()
+    config: Any = {"configurable": {"thread_id": "old", "checkpoint_ns": ""}}
+    first = empty_checkpoint()
+    first["channel_values"] = {"messages": [HumanMessage("hi")], "topic": "refunds"}
+    first["channel_versions"] = {"messages": 1, "topic": 1}
+    saver.put(config, first, {"step": 1}, {"messages": 1, "topic": 1})
+    resume("old", "bye")
+    resume("old", "bye again")
+    LangGraphCheckpoint.objects.update(created_at=timezone.now() - timedelta(days=40))
+    cutoff = timezone.now() - timedelta(days=30)
+    checked = removal._fresh_threads
+
+    def resumed_after_the_check(alias: str, thread_ids: list[str], cutoff: Any) -> set[str]:
+        fresh = checked(alias, thread_ids, cutoff)
+        if not LangGraphCheckpoint.objects.filter(created_at__gte=cutoff).exists():
+            resume("old", "back again")  # lands after the check, before the delete
+        return fresh
+
+    monkeypatch.setattr(removal, "_fresh_threads", resumed_after_the_check)
+    counts = removal.delete_threads_in_batches(["old"], batch_size=1, using=None, cutoff=cutoff)
+
+    assert (counts.threads, counts.checkpoints) == (0, 1)  # the oldest, in the first batch
+    assert LangGraphCheckpoint.objects.filter(thread_id="old").count() == 3
+    latest = DjangoSaver().get_tuple({"configurable": {"thread_id": "old"}})
+    assert latest is not None
+    assert latest.checkpoint["channel_values"] == {
+        "messages": [HumanMessage("back again")],
+        "topic": "refunds",  # an older checkpoint's value, kept for the new one
+    }
 
 
 @pytest.mark.django_db

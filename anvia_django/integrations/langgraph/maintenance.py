@@ -8,7 +8,7 @@ deleted by ``removal.delete_threads_in_batches``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import read_alias, write_alias
 from anvia_django.persistence.dialects.prefixes import starts_with
 from anvia_django.persistence.inspector.metadata_values import TenantRestriction
@@ -131,19 +132,6 @@ def thread_exists(thread_id: str, *, using: str | None = None) -> bool:
     )
 
 
-def still_stale(cutoff: datetime, *, using: str | None = None) -> Callable[[list[str]], list[str]]:
-    """Which of a group of threads still have no checkpoint from ``cutoff``
-    on (asked again just before the group is deleted)."""
-    alias = write_alias(using)
-
-    def check(thread_ids: list[str]) -> list[str]:
-        rows = LangGraphCheckpoint.objects.using(alias).filter(thread_id__in=thread_ids)
-        stale = set(_latest_before(rows, cutoff))
-        return [thread_id for thread_id in thread_ids if thread_id in stale]
-
-    return check
-
-
 def _latest_before(rows: QuerySet[LangGraphCheckpoint], cutoff: datetime) -> list[str]:
     return list(
         rows.values("thread_id")
@@ -173,12 +161,24 @@ def count_items(namespaces: Collection[str], *, using: str | None = None) -> int
 
 
 def delete_items(namespaces: Collection[str], *, batch_size: int, using: str | None = None) -> int:
-    """Every item of ``namespaces``, at most ``batch_size`` per transaction."""
-    rows = LangGraphStoreItem.objects.using(write_alias(using))
-    return sum(
-        delete_in_batches(group, "pk", batch_size)
-        for group in _in_groups(rows, "namespace", namespaces)
-    )
+    """Every item of ``namespaces``, at most ``batch_size`` per transaction;
+    the data key of each that has no item left goes when the last commits
+    (a namespace an item was put in meanwhile keeps its key)."""
+    alias = write_alias(using)
+    rows = LangGraphStoreItem.objects.using(alias)
+    forget = codec_for(alias).forget_store_namespaces
+    found = sorted(set(namespaces))
+    deleted = 0
+    for start in range(0, len(found), GROUP):
+        names = found[start : start + GROUP]
+        group = rows.filter(namespace__in=names)
+
+        def forget_emptied(group: QuerySet[Any] = group, names: list[str] = names) -> None:
+            left = set(group.values_list("namespace", flat=True).order_by().distinct())
+            forget([name for name in names if name not in left])
+
+        deleted += delete_in_batches(group, "pk", batch_size, last=forget_emptied)
+    return deleted
 
 
 def _in_groups(rows: QuerySet[Any], field: str, values: Collection[str]) -> Iterator[QuerySet[Any]]:
@@ -188,11 +188,21 @@ def _in_groups(rows: QuerySet[Any], field: str, values: Collection[str]) -> Iter
         yield rows.filter(**{f"{field}__in": found[start : start + GROUP]})
 
 
+def expired(now: datetime) -> Q:
+    """The store items whose time (``expires_at``) has passed at ``now``:
+    never read (``store_items.py``), deleted by :func:`sweep_expired`."""
+    return Q(expires_at__lte=now)
+
+
+def expired_items(*, using: str | None) -> QuerySet[LangGraphStoreItem]:
+    """The store items that have expired by now, on the database the sweep deletes on."""
+    return LangGraphStoreItem.objects.using(write_alias(using)).filter(expired(timezone.now()))
+
+
 def sweep_expired(*, using: str | None, batch_size: int | None = None) -> int:
     """Delete the store items whose time has passed (``batch_size`` per
     transaction; all in one without it); how many went."""
-    alias = write_alias(using)
-    expired = LangGraphStoreItem.objects.using(alias).filter(expires_at__lte=timezone.now())
+    expired = expired_items(using=using)
     if batch_size is None:
         deleted, _ = expired.delete()
         return deleted

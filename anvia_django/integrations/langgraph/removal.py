@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import reduce
 from operator import or_
 from typing import TYPE_CHECKING, Any
@@ -188,7 +189,7 @@ def delete_threads_in_batches(
     *,
     batch_size: int,
     using: str | None,
-    still: Callable[[list[str]], list[str]] | None = None,
+    cutoff: datetime | None = None,
     on_batch: Callable[[ThreadCounts], None] | None = None,
 ) -> ThreadCounts:
     """Every checkpoint, write and value of ``thread_ids``, at most
@@ -198,9 +199,10 @@ def delete_threads_in_batches(
     group's checkpoints first, oldest first (its latest stays readable
     until the last batch), then its writes and values, which no checkpoint
     names any more (:func:`_delete_group_rest`); each thread's data key
-    goes when its last batch commits.
-    ``still`` narrows a group to the threads that still qualify (a
-    retention cutoff) before any of it goes. A failure stops at a batch
+    goes when its last batch commits. With a ``cutoff`` (``prune``'s),
+    only checkpoints made before it go, and a thread that has one made
+    since keeps the rest (:func:`_delete_stale_checkpoints`): a thread
+    resumed while it is pruned is not deleted. A failure stops at a batch
     boundary: a thread left without checkpoints reads as deleted, and
     deleting it again removes the rest.
     """
@@ -210,21 +212,71 @@ def delete_threads_in_batches(
     total = ThreadCounts()
     for start in range(0, len(unique), size):
         group = unique[start : start + size]
-        if still is not None:
-            group = still(group)
-            if not group:
-                continue
-        checkpoints = delete_in_batches(
-            LangGraphCheckpoint.objects.using(alias).filter(thread_id__in=group),
-            "checkpoint_id",
-            batch_size,
-        )
+        if cutoff is None:
+            checkpoints = delete_in_batches(
+                LangGraphCheckpoint.objects.using(alias).filter(thread_id__in=group),
+                "checkpoint_id",
+                batch_size,
+            )
+        else:
+            group, checkpoints = _delete_stale_checkpoints(alias, group, cutoff, batch_size)
         _delete_group_rest(alias, group, batch_size)
         counts = ThreadCounts(len(group), checkpoints)
         total += counts
         if on_batch is not None:
             on_batch(counts)
     return total
+
+
+def _delete_stale_checkpoints(
+    alias: str, group: list[str], cutoff: datetime, batch_size: int
+) -> tuple[list[str], int]:
+    """The checkpoints of ``group``'s threads made before ``cutoff``,
+    oldest first, ``batch_size`` per transaction, but for the threads that
+    have a checkpoint from ``cutoff`` on: the threads none such kept, and
+    how many checkpoints went.
+
+    Each batch locks its rows, then asks which threads have a newer
+    checkpoint (:func:`_fresh_threads`), and deletes only older rows of
+    the others. A put locks its parent checkpoint (``conflicts.py``): one
+    in flight on a row of the batch has committed by the time the lock is
+    held, and the question, read after it, sees its checkpoint; one that
+    comes after finds its parent gone and is refused. SQLite runs one
+    writer at a time. A thread
+    resumed between two batches keeps its new checkpoints, the older ones
+    not yet deleted, and every value and write (:func:`_delete_group_rest`
+    leaves a thread that has a checkpoint alone)."""
+    kept = set(group)
+    deleted = 0
+    while kept:
+        with transaction.atomic(using=alias):
+            old = LangGraphCheckpoint.objects.using(alias).filter(
+                thread_id__in=sorted(kept), created_at__lt=cutoff
+            )
+            locked = list(
+                old.select_for_update()
+                .order_by("checkpoint_id")
+                .values_list("checkpoint_id", flat=True)[:batch_size]
+            )
+            kept -= _fresh_threads(alias, sorted(kept), cutoff)
+            if not locked or not kept:
+                break
+            deleted += (
+                old.filter(thread_id__in=sorted(kept), checkpoint_id__lte=locked[-1])
+                .order_by()
+                .delete()[0]
+            )
+        if len(locked) < batch_size:
+            break
+    return [thread_id for thread_id in group if thread_id in kept], deleted
+
+
+def _fresh_threads(alias: str, thread_ids: list[str], cutoff: datetime) -> set[str]:
+    """Which of ``thread_ids`` have a checkpoint made from ``cutoff`` on."""
+    rows = LangGraphCheckpoint.objects.using(alias).filter(
+        thread_id__in=thread_ids, created_at__gte=cutoff
+    )
+    return set(rows.order_by().values_list("thread_id", flat=True).distinct())
 
 
 def delete_leftovers_in_batches(

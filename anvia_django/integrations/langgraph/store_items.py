@@ -31,6 +31,7 @@ from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.databases import write_alias
 from anvia_django.persistence.dialects.upserts import conflict_target
 
+from .maintenance import expired
 from .models import LangGraphStoreItem
 from .places import item_place, opened_item
 from .store_matching import (
@@ -71,9 +72,7 @@ def _place(op: GetOp | PutOp) -> dict[str, str]:
 
 
 def _live(alias: str, now: datetime) -> QuerySet[LangGraphStoreItem]:
-    return LangGraphStoreItem.objects.using(alias).filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=now)
-    )
+    return LangGraphStoreItem.objects.using(alias).exclude(expired(now))
 
 
 _COLUMNS = ("pk", "namespace", "key", "value", "created_at", "updated_at", "ttl_minutes")

@@ -224,6 +224,11 @@ class Codec(ABC):
         current transaction): their keys go once it commits."""
 
     @abstractmethod
+    def forget_store_namespaces(self, namespaces: Collection[str]) -> None:
+        """The last items of store ``namespaces`` are being deleted (in the
+        current transaction): their keys go once it commits."""
+
+    @abstractmethod
     def erase_checkpoint_keys(
         self, thread_ids: Collection[str], namespaces: Collection[str]
     ) -> int:

@@ -104,6 +104,9 @@ class PlainCodec(Codec):
     def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
         return None
 
+    def forget_store_namespaces(self, namespaces: Collection[str]) -> None:
+        return None
+
     def erase_checkpoint_keys(
         self, thread_ids: Collection[str], namespaces: Collection[str]
     ) -> int:

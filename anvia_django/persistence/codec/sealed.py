@@ -288,7 +288,13 @@ class SealedCodec(Codec):
         return open_typed(self.alias, thread_id, place, value)
 
     def forget_checkpoint_threads(self, thread_ids: Collection[str]) -> None:
-        owners = sorted({owner_of_thread(thread_id) for thread_id in thread_ids})
+        self._forget_on_commit({owner_of_thread(thread_id) for thread_id in thread_ids})
+
+    def forget_store_namespaces(self, namespaces: Collection[str]) -> None:
+        self._forget_on_commit({owner_of_namespace(namespace) for namespace in namespaces})
+
+    def _forget_on_commit(self, found: set[str]) -> None:
+        owners = sorted(found)
         if not owners:
             return
 
