@@ -15,6 +15,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 from typing import TextIO
 
@@ -179,13 +180,17 @@ def clear_conversations(
             verb="delete",
             done="deleted",
         )
-        graph = langgraph_ops.plan_for_user(
-            out,
-            user_id,
-            tenants,
-            subject=f"User {user_id!r}'s LangGraph threads and store items",
-            verb="delete",
-        )
+
+        def plan_graph(said: OutputWrapper) -> langgraph_ops.GraphPlan:
+            return langgraph_ops.plan_for_user(
+                said,
+                user_id,
+                tenants,
+                subject=f"User {user_id!r}'s LangGraph threads and store items",
+                verb="delete",
+            )
+
+        graph = plan_graph(out)
         whose = f"user {user_id!r}{describe(tenants)}"
         planned = count_conversations(selection)
         graph_planned = graph.counts() if graph else None
@@ -199,6 +204,10 @@ def clear_conversations(
             out.write(f"{whose[0].upper()}{whose[1:]} has no conversations; nothing cleared.")
             return
         _confirm(interactive, confirm, f"Delete {_describe(planned)}{also} of {whose}?")
+        if interactive:
+            # Again, as erase does: threads the user made while the prompt
+            # waited go too (the conversations are read again when deleted).
+            graph = plan_graph(OutputWrapper(StringIO()))
         counts = erase_user_conversations(user_id, metadata=tenants.metadata)
         if graph:
             deleted = langgraph_ops.delete(graph)

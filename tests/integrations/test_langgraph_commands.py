@@ -47,7 +47,7 @@ from anvia_django.integrations.langgraph.scopes import (
     user_threads,
 )
 from anvia_django.integrations.langgraph.store import DjangoStore
-from anvia_django.management import key_ops
+from anvia_django.management import key_ops, memory_ops
 from anvia_django.models import DataKey
 from tests.encryption.support import encryption
 
@@ -268,6 +268,32 @@ def test_erase_takes_the_threads_made_while_it_asked() -> None:
         assert "2 LangGraph threads (2 checkpoints)" in said.getvalue()
         assert threads() == set()
         assert not DataKey.objects.filter(owner=owner_of_thread(late)).exists()
+
+
+@pytest.mark.django_db
+def test_clear_takes_the_threads_made_while_it_asked() -> None:
+    late = scoped_thread_id("late", user_id="u1")
+    asked = []
+
+    def confirm(question: str) -> bool:
+        asked.append(question)
+        put(late, "written while the prompt waited")
+        return True
+
+    put(U1, "mine")
+    said = StringIO()
+    memory_ops.clear_conversations(
+        OutputWrapper(said),
+        session=None,
+        user_id="u1",
+        interactive=True,
+        confirm=confirm,
+        dry_run=False,
+    )
+
+    assert "1 LangGraph thread (1 checkpoint)" in asked[0]
+    assert "2 LangGraph threads (2 checkpoints)" in said.getvalue()
+    assert threads() == set()
 
 
 @pytest.mark.django_db
