@@ -105,6 +105,8 @@ def test_the_list_is_newest_first_searchable_and_its_queries_constant(
 def test_staff_limited_to_tenants_see_their_tenants_threads(viewer: Client) -> None:
     acme = scoped_thread_id("chat", user_id="u1", tenant="acme")
     others = [scoped_thread_id("chat", user_id="u1", tenant=tenant) for tenant in ("Acme", "acme2")]
+    # Starts as acme's ids do, but thread_scope reads no tenant in it.
+    others.append("anvia:t=acme:x:y")
     for thread_id in (acme, *others, "plain"):
         chat(thread_id, "hello")
     superuser = Client()
@@ -163,11 +165,13 @@ def test_staff_limited_to_tenants_see_their_tenants_store_items(viewer: Client) 
     store.put(scoped_namespace("memories", user_id="u1", tenant="acme"), "key-acme", {"n": 1})
     store.put(scoped_namespace("memories", user_id="u1", tenant="acme2"), "key-other", {"n": 2})
     store.put(("users", "u1"), "key-plain", {"n": 3})
+    store.put(("anvia:t=acme:x", "memories"), "key-not-scoped", {"n": 4})  # not of the form
     plain = LangGraphStoreItem.objects.get(key="key-plain")
 
     shown = viewer.get(ITEMS).content.decode()  # acme's staff
 
     assert "key-acme" in shown
     assert "key-other" not in shown
+    assert "key-not-scoped" not in shown
     assert "key-plain" not in shown
     assert viewer.get(f"{ITEMS}{plain.pk}/change/").status_code == 302  # "does not exist"

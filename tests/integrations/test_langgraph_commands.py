@@ -41,8 +41,10 @@ from anvia_django.integrations.langgraph.scopes import (
     ThreadScope,
     escape,
     namespace_scope,
+    scope_prefix,
     scoped_namespace,
     scoped_thread_id,
+    tenant_pattern,
     thread_scope,
     user_threads,
 )
@@ -123,6 +125,32 @@ def test_a_users_thread_pattern_matches_the_ids_thread_scope_reads_them_in(
             and re.search(find.in_a_tenant_pattern, thread_id)
         )
         assert bool(alone or in_a_tenant) == theirs, thread_id
+
+
+TENANTS_ALIKE = ("a.c+(e)", "A.C+(E)")
+"""Tenants differing in case alone, with a dot to escape and regular expression syntax."""
+
+
+@given(
+    st.sampled_from(TENANTS_ALIKE),
+    st.sampled_from(TENANTS_ALIKE),
+    st.just("") | PARTS.map("u={}:".format),
+    PARTS,
+    st.lists(st.sampled_from(ID_PARTS), max_size=8).map("".join),
+)
+@example(TENANTS_ALIKE[0], TENANTS_ALIKE[0], "", "x", "")
+@example(TENANTS_ALIKE[0], TENANTS_ALIKE[0], "", "x:y", "anvia:t=a%2Ec+(e):x:y")  # no tenant
+def test_a_tenants_pattern_matches_the_ids_and_namespaces_scope_reads_them_in(
+    tenant: str, named: str, user: str, rest: str, other: str
+) -> None:
+    for text in (f"anvia:t={escape(named)}:{user}{rest}", other):
+        prefix = scope_prefix(tenant=tenant)
+        as_thread = bool(text.startswith(prefix) and re.search(tenant_pattern(tenant), text))
+        assert as_thread == (thread_scope(text).tenant == tenant), text
+        pattern = tenant_pattern(tenant, namespace=True)
+        as_namespace = bool(text.startswith(prefix) and re.search(pattern, text))
+        found = namespace_scope(text)
+        assert as_namespace == (found is not None and found.tenant == tenant), text
 
 
 def put(thread_id: str, *texts: str, steps: int = 1) -> None:

@@ -32,6 +32,7 @@ from .scopes import (
     escape,
     namespace_scope,
     scope_prefix,
+    tenant_pattern,
     thread_scope,
 )
 
@@ -227,8 +228,15 @@ def _visible(rows: QuerySet[Any], tenants: TenantRestriction | None, field: str)
     if not tenants.values:
         return rows.none()
     alias = rows.db
-    prefixes = [starts_with(alias, field, scope_prefix(tenant=t)) for t in sorted(tenants.values)]
-    visible = prefixes[0]
-    for prefix in prefixes[1:]:
-        visible |= prefix
+    namespace = field == "namespace"
+    # The indexed prefix narrows; the id's form in full decides (its pattern
+    # last in each branch, so that it runs on the rows the prefix leaves).
+    branches = [
+        starts_with(alias, field, scope_prefix(tenant=tenant))
+        & Q(**{f"{field}__regex": tenant_pattern(tenant, namespace=namespace)})
+        for tenant in sorted(tenants.values)
+    ]
+    visible = branches[0]
+    for branch in branches[1:]:
+        visible |= branch
     return rows.filter(visible)

@@ -152,6 +152,18 @@ def user_threads(user_id: str) -> UserThreads:
     )
 
 
+def tenant_pattern(tenant: str, *, namespace: bool = False) -> str:
+    """A pattern of the ids whose scope names ``tenant`` in full, as
+    :func:`thread_scope` reads a thread id (``namespace``: as
+    :func:`namespace_scope` reads a namespace column's text): what decides
+    behind the indexed prefix ``scope_prefix(tenant=tenant)``, which also
+    starts ids not of the form (``anvia:t=acme:x:y`` names no tenant)."""
+    scope = f"^{re.escape(scope_prefix(tenant=tenant))}(?:{USER}{_ESCAPED_PART}{END})?"
+    if namespace:
+        return rf"{scope}(?:\{NAMESPACE_SEPARATOR}|$)"
+    return f"{scope}{_ESCAPED_PART}$"
+
+
 def thread_scope(thread_id: str) -> ThreadScope:
     """The thread, user and tenant ``thread_id`` carries; an id not made by
     :func:`scoped_thread_id` is the thread alone."""
