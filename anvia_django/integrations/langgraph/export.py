@@ -147,12 +147,11 @@ def _checkpoint_records(rows: list[tuple[Any, ...]], decode: Decoder) -> Iterato
 def _decoder(alias: str) -> Decoder:
     try:
         from langchain_core.load import dumpd
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         from . import reads
+        from .decoding import SERDE as serde
     except ImportError:
         return _as_stored
-    serde = JsonPlusSerializer()
 
     def decode(rows: list[tuple[Any, ...]]) -> list[Record]:
         stored = [reads.StoredCheckpoint(*row[:7]) for row in rows]
