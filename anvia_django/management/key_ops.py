@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from io import StringIO
 
 from django.core.management import CommandError
 from django.core.management.base import OutputWrapper
@@ -48,16 +47,8 @@ def erase_user(
         selection, tenants, subject=f"User {user_id!r}'s conversations", verb="erase", done="erased"
     )
 
-    def plan_graph(said: OutputWrapper) -> langgraph_ops.GraphPlan:
-        return langgraph_ops.plan_for_user(
-            said,
-            user_id,
-            tenants,
-            subject=f"User {user_id!r}'s LangGraph threads and store items",
-            verb="erase",
-        )
-
-    graph = plan_graph(out)
+    graph_subject = f"User {user_id!r}'s LangGraph threads and store items"
+    graph = langgraph_ops.plan_for_user(out, user_id, tenants, subject=graph_subject, verb="erase")
     whose = f"user {user_id!r}{describe(tenants)}"
     planned = count_conversations(selection)
     elsewhere = 0
@@ -72,9 +63,10 @@ def erase_user(
         ):
             raise CommandError("Cancelled; nothing was deleted.")
         # Again, as the conversations are read again when deleted: threads
-        # the user made while the prompt waited go too (what the plan says
-        # was said already).
-        graph = plan_graph(OutputWrapper(StringIO()))
+        # the user made while the prompt waited go too.
+        graph = langgraph_ops.plan_for_user(
+            None, user_id, tenants, subject=graph_subject, verb="erase"
+        )
     codec = codec_for(write_alias(None))
     if elsewhere:
         keys = codec.erase_user(user_id, scope_keys=scope_keys_of(selection))

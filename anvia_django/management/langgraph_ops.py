@@ -66,10 +66,12 @@ NOTHING = GraphPlan()
 
 
 def plan_for_user(
-    out: OutputWrapper, user_id: str | None, choice: TenantChoice, *, subject: str, verb: str
+    out: OutputWrapper | None, user_id: str | None, choice: TenantChoice, *, subject: str, verb: str
 ) -> GraphPlan:
     """The threads and items of ``user_id`` (any user's when ``None``) in
-    the tenant ``choice`` names; refused across tenants as conversations are."""
+    the tenant ``choice`` names; refused across tenants as conversations are.
+    ``out`` ``None``: a plan made again after a prompt, which says nothing
+    (what it would say was said by the first)."""
     selection = _selection(out, user_id, choice)
     if selection is None:
         return NOTHING
@@ -188,7 +190,7 @@ def _rest(leftovers: int) -> str:
 
 
 def _selection(
-    out: OutputWrapper, user_id: str | None, choice: TenantChoice
+    out: OutputWrapper | None, user_id: str | None, choice: TenantChoice
 ) -> ScopeSelection | None:
     if not choice.metadata:
         return ScopeSelection(user_id=user_id)
@@ -196,7 +198,7 @@ def _selection(
     if paths and list(choice.metadata) == [paths[0]]:
         return ScopeSelection(user_id=user_id, tenant=choice.metadata[paths[0]])
     alias = read_alias(None)
-    if (
+    if out is not None and (
         LangGraphCheckpoint.objects.using(alias).exists()
         or LangGraphStoreItem.objects.using(alias).exists()
     ):

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from io import StringIO
 from pathlib import Path
 from typing import TextIO
 
@@ -181,16 +180,10 @@ def clear_conversations(
             done="deleted",
         )
 
-        def plan_graph(said: OutputWrapper) -> langgraph_ops.GraphPlan:
-            return langgraph_ops.plan_for_user(
-                said,
-                user_id,
-                tenants,
-                subject=f"User {user_id!r}'s LangGraph threads and store items",
-                verb="delete",
-            )
-
-        graph = plan_graph(out)
+        graph_subject = f"User {user_id!r}'s LangGraph threads and store items"
+        graph = langgraph_ops.plan_for_user(
+            out, user_id, tenants, subject=graph_subject, verb="delete"
+        )
         whose = f"user {user_id!r}{describe(tenants)}"
         planned = count_conversations(selection)
         graph_planned = graph.counts() if graph else None
@@ -207,7 +200,9 @@ def clear_conversations(
         if interactive:
             # Again, as erase does: threads the user made while the prompt
             # waited go too (the conversations are read again when deleted).
-            graph = plan_graph(OutputWrapper(StringIO()))
+            graph = langgraph_ops.plan_for_user(
+                None, user_id, tenants, subject=graph_subject, verb="delete"
+            )
         counts = erase_user_conversations(user_id, metadata=tenants.metadata)
         if graph:
             deleted = langgraph_ops.delete(graph)

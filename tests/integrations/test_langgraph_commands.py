@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -277,15 +278,23 @@ def test_erase_destroys_the_threads_and_namespaces_keys_then_deletes() -> None:
         assert not LangGraphStoreItem.objects.exists()
 
 
-@pytest.mark.django_db
-def test_erase_takes_the_threads_made_while_it_asked() -> None:
-    late = scoped_thread_id("late", user_id="u1")
-    asked = []
+def writing_while_asked(thread_id: str, asked: list[str]) -> Callable[[str], bool]:
+    """A confirmation that notes its question, writes ``thread_id`` (a
+    thread the user makes while the prompt waits) and says yes."""
 
     def confirm(question: str) -> bool:
         asked.append(question)
-        put(late, "written while the prompt waited")
+        put(thread_id, "written while the prompt waited")
         return True
+
+    return confirm
+
+
+@pytest.mark.django_db
+def test_erase_takes_the_threads_made_while_it_asked() -> None:
+    late = scoped_thread_id("late", user_id="u1")
+    asked: list[str] = []
+    confirm = writing_while_asked(late, asked)
 
     with override_settings(ANVIA_DJANGO=encryption()):
         put(U1, "mine")
@@ -301,12 +310,8 @@ def test_erase_takes_the_threads_made_while_it_asked() -> None:
 @pytest.mark.django_db
 def test_clear_takes_the_threads_made_while_it_asked() -> None:
     late = scoped_thread_id("late", user_id="u1")
-    asked = []
-
-    def confirm(question: str) -> bool:
-        asked.append(question)
-        put(late, "written while the prompt waited")
-        return True
+    asked: list[str] = []
+    confirm = writing_while_asked(late, asked)
 
     put(U1, "mine")
     said = StringIO()
