@@ -117,17 +117,19 @@ def test_the_same_thread_run_twice_at_once_refuses_one_run(
     if not first:
         chat_graph(DjangoSaver()).invoke({"messages": [("user", "hello")]}, thread("twice"))
     checked = threading.Barrier(2)
-    refuse_unless_latest = conflicts.refuse_unless_latest
+    latest_after_lock = conflicts.latest_after_lock
 
-    def check_then_wait(*args: Any) -> None:
+    def check_then_wait(*args: Any) -> str | None:
         # Both runs past the check before either stores, unless the check's
         # lock keeps the second out until the first commits (SQLite's write
-        # lock, the parent's row lock on a server).
-        refuse_unless_latest(*args)
+        # lock, the parent's row lock on a server). PostgreSQL checks and
+        # stores in one statement (dialects/checkpoint_puts.py), no window.
+        latest = latest_after_lock(*args)
         with contextlib.suppress(threading.BrokenBarrierError):
             checked.wait(timeout=0.25)
+        return latest
 
-    monkeypatch.setattr(conflicts, "refuse_unless_latest", check_then_wait)
+    monkeypatch.setattr(conflicts, "latest_after_lock", check_then_wait)
     graph = chat_graph(Meeting(2))
     with ThreadPoolExecutor(2) as pool:
         outcomes = list(pool.map(partial(run_refusing, graph), ["first", "second"]))

@@ -82,6 +82,33 @@ def test_appended_items_are_stored_once_and_read_back_whole(monkeypatch: Any) ->
 
 
 @pytest.mark.django_db
+def test_a_delta_whose_base_changed_is_stored_whole() -> None:
+    # The saver remembers the base's digest; a base row no longer as it
+    # stored it (another process replaced it) is not built on: the value is
+    # stored whole, in the same put (on PostgreSQL, a second call of the
+    # put function after the first stored nothing).
+    saver = DjangoSaver()
+    config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    config = put(saver, config, ["one"], "run-1")
+    config = put(saver, config, ["one", "two"], "run-1")
+    assert LangGraphBlob.objects.filter(base_version__isnull=False).count() == 1
+    LangGraphBlob.objects.filter(base_version__isnull=False).update(digest="not-as-stored")
+    config = put(saver, config, ["one", "two", "three"], "run-1")
+    newest = LangGraphBlob.objects.order_by("-version").first()
+    assert newest is not None
+    assert (newest.base_version, newest.depth) == (None, 0)
+    assert LangGraphCheckpoint.objects.count() == 3
+    found = saver.get_tuple(config)
+    assert found is not None
+    assert found.checkpoint["channel_values"]["messages"] == ["one", "two", "three"]
+    # The chain starts again there: the next version is a delta on it.
+    put(saver, config, ["one", "two", "three", "four"], "run-1")
+    assert LangGraphBlob.objects.order_by("-version").values_list("base_version")[0] == (
+        newest.version,
+    )
+
+
+@pytest.mark.django_db
 def test_sealed_deltas_hold_no_plain_text() -> None:
     with override_settings(ANVIA_DJANGO=encryption()):
         saver = DjangoSaver()

@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from langgraph.checkpoint.base import empty_checkpoint
 
 from anvia_django.encryption.envelope import DecryptionError
@@ -21,6 +23,11 @@ from anvia_django.integrations.langgraph.models import (
 )
 from anvia_django.models import DataKey
 from anvia_django.persistence.codec.reencrypt import renew_keys
+from anvia_django.persistence.dialects import (
+    PostgreSQLDialect,
+    dialect_for,
+    forget_missing_functions,
+)
 from tests.encryption.support import KEY_1, KEY_2, encryption
 
 SECRET = "the launch code is 0000"
@@ -38,6 +45,13 @@ def step(saver: DjangoSaver, parent: Any, values: dict[str, Any], versions: dict
     checkpoint["channel_versions"] = dict(versions)
     new: dict[str, Any] = {c: v for c, v in versions.items() if known.get(c) != v}
     return saver.put(parent, checkpoint, {"source": "loop", "step": len(known)}, new)
+
+
+def statements(captured: CaptureQueriesContext) -> int:
+    return sum(
+        not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))
+        for query in captured.captured_queries
+    )
 
 
 def checkpoint_id(config: Any) -> str:
@@ -71,6 +85,48 @@ def test_a_value_is_stored_once_per_version() -> None:
             "system": "be brief",
             "messages": [f"{SECRET} #{n}" for n in range(turn)],
         }
+
+
+@pytest.mark.django_db
+def test_a_put_is_one_statement_on_postgresql_and_a_tasks_writes_one_everywhere() -> None:
+    # PostgreSQL: anvia_django_langgraph_put (migration 0016); elsewhere, or
+    # under the generic dialect, a transaction of steps.
+    saver = DjangoSaver()
+    (parent,) = grow(saver, "t1", 1)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"system": "be brief", "messages": ["one", "two"]}
+    checkpoint["channel_versions"] = {"system": 1, "messages": 2}
+    with CaptureQueriesContext(connection) as put:
+        config = saver.put(parent, checkpoint, {"source": "loop", "step": 1}, {"messages": 2})
+    with CaptureQueriesContext(connection) as writes:
+        saver.put_writes(config, [("messages", "pending"), ("other", 1)], "task-1")
+    in_one = isinstance(dialect_for("default"), PostgreSQLDialect)
+    # Inside the test's transaction the call also takes a savepoint.
+    assert statements(put) == 1 if in_one else statements(put) > 1
+    assert statements(writes) == 1
+    latest = saver.get_tuple(THREAD_1)
+    assert latest is not None
+    assert checkpoint_id(latest.config) == checkpoint_id(config)
+    assert latest.checkpoint["channel_values"] == checkpoint["channel_values"]
+    assert latest.pending_writes == [("task-1", "messages", "pending"), ("task-1", "other", 1)]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_without_the_put_function_puts_run_in_steps() -> None:
+    # As before ``migrate`` created it; the test's transaction restores it.
+    with connection.cursor() as cursor:
+        cursor.execute("DROP FUNCTION anvia_django_langgraph_put")
+    try:
+        saver = DjangoSaver()
+        configs = grow(saver, "t1", 3)
+    finally:
+        forget_missing_functions()
+    latest = saver.get_tuple(THREAD_1)
+    assert latest is not None
+    assert checkpoint_id(latest.config) == checkpoint_id(configs[-1])
+    assert latest.checkpoint["channel_values"]["messages"] == [f"{SECRET} #{n}" for n in range(3)]
+    assert LangGraphCheckpoint.objects.count() == 3
 
 
 @pytest.mark.django_db

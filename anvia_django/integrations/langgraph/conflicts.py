@@ -103,27 +103,26 @@ class Following:
                 self._keys.popitem(last=False)
 
 
-def refuse_unless_latest(
+def latest_after_lock(
     alias: str, thread_id: str, checkpoint_ns: str, parent_id: str | None
-) -> None:
-    """Raise :class:`ConcurrentRunError` unless ``parent_id`` is still the
-    latest checkpoint of its thread and namespace (None: unless it has no
-    checkpoint); inside the put's transaction, before it stores anything.
-    A namespace found empty has no row to lock: two first checkpoints
-    stored at once both pass, and the next put of one of the two runs is
-    refused (both cannot be the latest). Else race-free: on PostgreSQL and
-    MariaDB the parent's row is locked first, so puts after the same parent
-    wait for each other, and the latest is read after the lock (a locking
-    read, past MariaDB's snapshot); SQLite's transaction holds the
-    database's write lock from its start (``transaction_mode =
-    "IMMEDIATE"``, which the app's system check asks for), and it has no
-    row locks to take."""
+) -> str | None:
+    """The latest checkpoint of a thread and namespace (None: it has none),
+    read inside a put's transaction before it stores anything, race-free:
+    on PostgreSQL and MariaDB the parent's row is locked first, so puts
+    after the same parent wait for each other, and the latest is read after
+    the lock (a locking read, past MariaDB's snapshot); SQLite's transaction
+    holds the database's write lock from its start (``transaction_mode =
+    "IMMEDIATE"``, which the app's system check asks for), and it has no row
+    locks to take. The put is refused (:class:`ConcurrentRunError`) unless
+    it is ``parent_id``. A namespace found empty has no row to lock: two
+    first checkpoints stored at once both pass, and the next put of one of
+    the two runs is refused (both cannot be the latest). PostgreSQL's
+    one-statement put (``dialects/checkpoint_puts.py``) does the same in SQL."""
     values = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": parent_id}
     if parent_id is not None and connections[alias].features.has_select_for_update:
         _queries(alias)[0].rows(alias, values)
     latest = _queries(alias)[1].column(alias, values)
-    if latest != ([] if parent_id is None else [parent_id]):
-        raise ConcurrentRunError(thread_id, checkpoint_ns, parent_id, latest[0] if latest else None)
+    return latest[0] if latest else None
 
 
 @lru_cache(maxsize=16)

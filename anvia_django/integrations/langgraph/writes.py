@@ -28,8 +28,16 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from anvia_django.persistence.codec import codec_for
+from anvia_django.persistence.codec.base import CheckpointSealer
 from anvia_django.persistence.compiled import CompiledQuery, compile_once
 from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.dialects.checkpoint_puts import (
+    STORED,
+    CheckpointPut,
+    PutOutcome,
+    ValueRow,
+    put_in_one_statement,
+)
 
 from . import conflicts, deltas, inserts, reads
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
@@ -92,43 +100,9 @@ def put_checkpoint(
                 )
                 if found is not None:
                     plans[channel] = found
-    with transaction.atomic(using=alias):
-        if checked:
-            conflicts.refuse_unless_latest(alias, thread_id, checkpoint_ns, parent_id)
-        if new_versions:
-            seal = codec_for(alias).checkpoint_sealer(thread_id)
-            _whole_unless_base_holds(alias, thread_id, checkpoint_ns, plans)
-            blobs: list[tuple[Any, ...]] = []
-            for channel, version in new_versions.items():
-                key = str(version)
-                planned = plans.get(channel)
-                if planned is not None:
-                    typed = seal(
-                        blob_place(checkpoint_ns, channel, key), (planned.kind, planned.payload)
-                    )
-                    lists[channel] = planned.stored
-                elif channel in values:
-                    typed = seal(
-                        blob_place(checkpoint_ns, channel, key), serde.dumps_typed(values[channel])
-                    )
-                else:
-                    typed = (EMPTY, None)
-                blobs.append(
-                    (
-                        thread_id,
-                        checkpoint_ns,
-                        channel,
-                        key,
-                        typed[0],
-                        typed[1],
-                        planned.base if planned else None,
-                        planned.anchor if planned else None,
-                        planned.depth if planned else 0,
-                        planned.digest if planned else None,
-                    )
-                )
-            inserts.insert(alias, LangGraphBlob, _BLOB_COLUMNS, blobs, keep=_BLOB_KEY)
-        row = (
+    seal = codec_for(alias).checkpoint_sealer(thread_id) if new_versions else None
+    while True:
+        put = CheckpointPut(
             thread_id,
             checkpoint_ns,
             checkpoint["id"],
@@ -138,6 +112,93 @@ def put_checkpoint(
             payload,
             stored_metadata,
             timezone.now(),
+            checked,
+            _value_rows(serde, checkpoint_ns, values, new_versions, plans, seal),
+        )
+        outcome = put_in_one_statement(alias, put)
+        if outcome is None:
+            outcome = _put_in_steps(alias, put)
+        if outcome.conflict:
+            raise conflicts.ConcurrentRunError(thread_id, checkpoint_ns, parent_id, outcome.latest)
+        if not outcome.stale:
+            break
+        # A base not as this process stored it: nothing was stored; again whole.
+        for channel in outcome.stale:
+            plans[channel] = plans[channel].as_whole()
+    for channel, planned in plans.items():
+        lists[channel] = planned.stored
+    if memory is not None:
+        memory.keep(thread_id, checkpoint_ns, checkpoint["id"], lists)
+    if follows and following is not None:
+        following.stored(thread_id, checkpoint_ns, checkpoint["id"])
+    # Only a config that said so says so again: the loop keeps its own.
+    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"], follows=said)
+
+
+def _value_rows(
+    serde: SerializerProtocol,
+    checkpoint_ns: str,
+    values: dict[str, Any],
+    new_versions: ChannelVersions,
+    plans: dict[str, deltas.Plan],
+    seal: CheckpointSealer | None,
+) -> list[ValueRow]:
+    """The rows of the values of ``new_versions``: as ``plans`` say (a
+    delta, or a list serialized whole), else serialized; sealed."""
+    rows = []
+    for channel, version in new_versions.items():
+        key = str(version)
+        planned = plans.get(channel)
+        if planned is not None:
+            typed: tuple[str, bytes | None] = (planned.kind, planned.payload)
+        elif channel in values:
+            typed = serde.dumps_typed(values[channel])
+        else:
+            typed = (EMPTY, None)
+        if typed[1] is not None and seal is not None:
+            typed = seal(blob_place(checkpoint_ns, channel, key), (typed[0], typed[1]))
+        rows.append(
+            ValueRow(
+                channel,
+                key,
+                typed[0],
+                typed[1],
+                planned.base if planned else None,
+                planned.anchor if planned else None,
+                planned.depth if planned else 0,
+                planned.digest if planned else None,
+                planned.base_digest if planned else None,
+            )
+        )
+    return rows
+
+
+def _put_in_steps(alias: str, put: CheckpointPut) -> PutOutcome:
+    """``put`` checked and stored statement by statement, in one
+    transaction: what ``put_in_one_statement`` does in one."""
+    with transaction.atomic(using=alias):
+        if put.check:
+            latest = conflicts.latest_after_lock(
+                alias, put.thread_id, put.checkpoint_ns, put.parent_id
+            )
+            if latest != put.parent_id:
+                return PutOutcome(conflict=True, latest=latest)
+        stale = _stale_bases(alias, put)
+        if stale:
+            return PutOutcome(stale=stale)
+        if put.values:
+            blobs = [
+                (
+                    *(put.thread_id, put.checkpoint_ns, value.channel, value.version),
+                    *(value.type, value.blob, value.base_version, value.anchor_version),
+                    *(value.depth, value.digest),
+                )
+                for value in put.values
+            ]
+            inserts.insert(alias, LangGraphBlob, _BLOB_COLUMNS, blobs, keep=_BLOB_KEY)
+        row = (
+            *(put.thread_id, put.checkpoint_ns, put.checkpoint_id, put.parent_id, put.run_id),
+            *(put.type, put.checkpoint, put.metadata, put.now),
         )
         inserts.insert(
             alias,
@@ -147,32 +208,30 @@ def put_checkpoint(
             keep=_CHECKPOINT_KEY,
             replace=("parent_checkpoint_id", "run_id", "type", "checkpoint", "metadata"),
         )
-    if memory is not None:
-        memory.keep(thread_id, checkpoint_ns, checkpoint["id"], lists)
-    if follows and following is not None:
-        following.stored(thread_id, checkpoint_ns, checkpoint["id"])
-    # Only a config that said so says so again: the loop keeps its own.
-    return checkpoint_config(thread_id, checkpoint_ns, checkpoint["id"], follows=said)
+    return STORED
 
 
-def _whole_unless_base_holds(
-    alias: str, thread_id: str, checkpoint_ns: str, plans: dict[str, deltas.Plan]
-) -> None:
-    """A delta is kept only when its base row is in the database as this
-    process stored it (its digest), locked until the commit so that no
-    deletion takes it meanwhile; else the value is stored whole."""
-    based = {channel: plan for channel, plan in plans.items() if plan.base is not None}
+def _stale_bases(alias: str, put: CheckpointPut) -> tuple[str, ...]:
+    """The channels whose delta's base row is not in the database as this
+    process stored it (its digest); the bases that are, locked until the
+    commit so that no deletion takes them meanwhile."""
+    based = [value for value in put.values if value.base_version is not None]
     if not based:
-        return
-    values: dict[str, str | None] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-    for number, (channel, plan) in enumerate(based.items()):
-        values[f"channel_{number}"] = channel
-        values[f"version_{number}"] = plan.base
+        return ()
+    values: dict[str, str | None] = {
+        "thread_id": put.thread_id,
+        "checkpoint_ns": put.checkpoint_ns,
+    }
+    for number, value in enumerate(based):
+        values[f"channel_{number}"] = value.channel
+        values[f"version_{number}"] = value.base_version
     rows = _bases_query(alias, len(based)).rows(alias, values)
     held = {(channel, version): digest for channel, version, digest in rows}
-    for channel, plan in based.items():
-        if held.get((channel, plan.base or "")) != plan.base_digest:
-            plans[channel] = plan.as_whole()
+    return tuple(
+        value.channel
+        for value in based
+        if held.get((value.channel, value.base_version or "")) != value.base_digest
+    )
 
 
 @lru_cache(maxsize=16)
@@ -213,31 +272,34 @@ def put_writes(
     alias = write_alias(using)
     thread_id, checkpoint_ns = thread_and_namespace(config)
     checkpoint_id = config["configurable"]["checkpoint_id"]
-    with transaction.atomic(using=alias):
-        seal = codec_for(alias).checkpoint_sealer(thread_id)
-        rows: list[tuple[Any, ...]] = []
-        for index, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, index)
-            kind, data = seal(
-                write_place(checkpoint_ns, checkpoint_id, task_id, idx), serde.dumps_typed(value)
+    seal = codec_for(alias).checkpoint_sealer(thread_id)
+    rows: list[tuple[Any, ...]] = []
+    for index, (channel, value) in enumerate(writes):
+        idx = WRITES_IDX_MAP.get(channel, index)
+        kind, data = seal(
+            write_place(checkpoint_ns, checkpoint_id, task_id, idx), serde.dumps_typed(value)
+        )
+        rows.append(
+            (
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id,
+                idx,
+                task_path,
+                channel,
+                kind,
+                data,
             )
-            rows.append(
-                (
-                    thread_id,
-                    checkpoint_ns,
-                    checkpoint_id,
-                    task_id,
-                    idx,
-                    task_path,
-                    channel,
-                    kind,
-                    data,
-                )
-            )
-        if all(channel in WRITES_IDX_MAP for channel, _ in writes):
-            replace: tuple[str, ...] = ("task_path", "channel", "type", "blob")
-        else:
-            replace = ()
+        )
+    if all(channel in WRITES_IDX_MAP for channel, _ in writes):
+        replace: tuple[str, ...] = ("task_path", "channel", "type", "blob")
+    else:
+        replace = ()
+    # One statement: atomic on its own (a transaction around it would cost
+    # BEGIN and COMMIT round trips); in a caller's transaction, a failure
+    # marks it for rollback, as Model.save() does.
+    with transaction.mark_for_rollback_on_error(using=alias):
         inserts.insert(
             alias, LangGraphWrite, _WRITE_COLUMNS, rows, keep=_WRITE_KEY, replace=replace
         )

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import ProgrammingError, connections, transaction
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
@@ -17,6 +17,8 @@ from anvia_django.persistence.codec import Codec
 from anvia_django.persistence.retry_check import is_retry
 
 from .base import AppendRequest, LockedConversation, NewMessages
+from .checkpoint_puts import forget_missing_put_function
+from .functions import FunctionMissing, call_function
 from .statements import (
     HandWrittenInsert,
     OnConflictUpsert,
@@ -37,7 +39,6 @@ _APPEND_CALL = (
     + ", ".join(f"%s::{kind}" for kind in APPEND_ARGUMENT_TYPES.split(", "))
     + ")"
 )
-UNDEFINED_FUNCTION = "42883"
 
 
 def _append_group_sql() -> str:
@@ -66,8 +67,9 @@ _without_append_function: set[str] = set()
 
 
 def forget_missing_functions(**kwargs: object) -> None:
-    """After ``migrate`` (``post_migrate``): look for the append function again."""
+    """After ``migrate`` (``post_migrate``): look for the functions again."""
     _without_append_function.clear()
+    forget_missing_put_function()
 
 
 class PostgreSQLDialect(OnConflictUpsert, HandWrittenInsert):
@@ -93,21 +95,9 @@ class PostgreSQLDialect(OnConflictUpsert, HandWrittenInsert):
         if not self.appends_in_one_statement(using, codec):
             return None
         connection = connections[using]
-        params = self._call_params(connection, append)
         try:
-            # Inside the caller's transaction a savepoint, so that a missing
-            # function leaves it usable; in autocommit the call is a transaction.
-            if connection.in_atomic_block:
-                with transaction.atomic(using=using), connection.cursor() as cursor:
-                    cursor.execute(_APPEND_CALL, params)
-                    row = cursor.fetchone()
-            else:
-                with connection.cursor() as cursor:
-                    cursor.execute(_APPEND_CALL, params)
-                    row = cursor.fetchone()
-        except ProgrammingError as error:
-            if getattr(error.__cause__, "sqlstate", None) != UNDEFINED_FUNCTION:
-                raise
+            row = call_function(using, _APPEND_CALL, self._call_params(connection, append))
+        except FunctionMissing:
             _note_missing_function(using)
             return None
         return None if row is None else locked_from_row(connection, row, len(append.encoded))

@@ -1,0 +1,123 @@
+"""A LangGraph checkpoint stored in one statement, where the database can.
+
+PostgreSQL: one call of ``anvia_django_langgraph_put`` (migration 0016,
+its SQL frozen there), one round trip in autocommit its own transaction,
+where the saver's steps take seven (BEGIN, two locks, the bases' digests,
+two INSERTs, COMMIT). It checks and stores as the steps do
+(``integrations/langgraph/writes.py``). Elsewhere, under the generic
+dialect, or before the migration ran: None, and the caller takes the steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from anvia_django.models import LangGraphCheckpoint
+
+from .functions import FunctionMissing, call_function
+
+_CALL = (
+    "SELECT * FROM anvia_django_langgraph_put("
+    "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bytea, %s::text, "
+    "%s::timestamptz, %s::boolean, %s::text[], %s::text[], %s::text[], %s::bytea[], "
+    "%s::text[], %s::text[], %s::smallint[], %s::text[], %s::text[])"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRow:
+    """One channel value of a put, as stored (``LangGraphBlob``'s columns)."""
+
+    channel: str
+    version: str
+    type: str
+    blob: bytes | None
+    base_version: str | None
+    anchor_version: str | None
+    depth: int
+    digest: str | None
+    base_digest: str | None
+    """What the base row's digest must be for a delta to hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPut:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    run_id: str | None
+    type: str
+    checkpoint: bytes
+    metadata: Any
+    now: datetime
+    check: bool
+    """Refused unless the parent is still the latest (``conflicts.py``)."""
+    values: Sequence[ValueRow]
+
+
+@dataclass(frozen=True, slots=True)
+class PutOutcome:
+    conflict: bool = False
+    """The parent is no longer the latest: nothing stored."""
+    latest: str | None = None
+    """The thread's latest checkpoint, on a conflict."""
+    stale: tuple[str, ...] = ()
+    """Channels whose delta's base is not as remembered: nothing stored."""
+
+
+STORED = PutOutcome()
+
+_without_function: set[str] = set()
+"""Aliases whose database lacks the function (migrations not applied yet)."""
+
+
+def forget_missing_put_function(**kwargs: object) -> None:
+    """After ``migrate`` (``post_migrate``): look for the function again."""
+    _without_function.clear()
+
+
+def put_in_one_statement(using: str, put: CheckpointPut) -> PutOutcome | None:
+    """Check and store ``put`` in one statement, or None where the database
+    cannot (the caller then takes the steps)."""
+    from . import dialect_for
+    from .postgresql import PostgreSQLDialect
+
+    if not isinstance(dialect_for(using), PostgreSQLDialect) or using in _without_function:
+        return None
+    connection = connections[using]
+    meta = LangGraphCheckpoint._meta
+    values = put.values
+    params = [
+        *(put.thread_id, put.checkpoint_ns, put.checkpoint_id, put.parent_id, put.run_id),
+        *(put.type, put.checkpoint),
+        meta.get_field("metadata").get_db_prep_save(put.metadata, connection),
+        meta.get_field("created_at").get_db_prep_save(put.now, connection),
+        put.check,
+        [value.channel for value in values],
+        [value.version for value in values],
+        [value.type for value in values],
+        [value.blob for value in values],
+        [value.base_version for value in values],
+        [value.anchor_version for value in values],
+        [value.depth for value in values],
+        [value.digest for value in values],
+        [value.base_digest for value in values],
+    ]
+    try:
+        row = call_function(using, _CALL, params)
+    except FunctionMissing:
+        _without_function.add(using)
+        return None
+    assert row is not None  # the function returns one row
+    conflict, latest, stale = row
+    if conflict:
+        return PutOutcome(conflict=True, latest=latest)
+    if stale:
+        return PutOutcome(stale=tuple(stale))
+    return STORED

@@ -1,0 +1,37 @@
+"""Calling a database function that a migration created (PostgreSQL's
+append and LangGraph put functions): one statement, its first row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import ProgrammingError, connections, transaction
+
+UNDEFINED_FUNCTION = "42883"
+
+
+class FunctionMissing(Exception):
+    """The database lacks the function: its migration has not run yet."""
+
+
+def call_function(using: str, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The first row ``sql`` (a call) returns on ``using``, or None.
+    Raises :class:`FunctionMissing` where the function does not exist."""
+    connection = connections[using]
+    try:
+        # Inside the caller's transaction a savepoint, so that a missing
+        # function leaves it usable; in autocommit the call is a transaction.
+        if connection.in_atomic_block:
+            with transaction.atomic(using=using), connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                row = cursor.fetchone()
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                row = cursor.fetchone()
+    except ProgrammingError as error:
+        if getattr(error.__cause__, "sqlstate", None) != UNDEFINED_FUNCTION:
+            raise
+        raise FunctionMissing(sql) from error
+    return None if row is None else tuple(row)
