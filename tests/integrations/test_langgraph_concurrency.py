@@ -123,7 +123,7 @@ def test_the_same_thread_run_twice_at_once_refuses_one_run(
         # Both runs past the check before either stores, unless the check's
         # lock keeps the second out until the first commits (SQLite's write
         # lock, the parent's row lock on a server). PostgreSQL checks and
-        # stores in one statement (dialects/checkpoint_puts.py), no window.
+        # stores in one statement (dialects/checkpoints.py), no window.
         latest = latest_after_lock(*args)
         with contextlib.suppress(threading.BrokenBarrierError):
             checked.wait(timeout=0.25)

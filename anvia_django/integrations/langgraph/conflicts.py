@@ -117,7 +117,7 @@ def latest_after_lock(
     it is ``parent_id``. A namespace found empty has no row to lock: two
     first checkpoints stored at once both pass, and the next put of one of
     the two runs is refused (both cannot be the latest). PostgreSQL's
-    one-statement put (``dialects/checkpoint_puts.py``) does the same in SQL."""
+    one-statement put (``dialects/checkpoints.py``) does the same in SQL."""
     values = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": parent_id}
     if parent_id is not None and connections[alias].features.has_select_for_update:
         _queries(alias)[0].rows(alias, values)

@@ -5,8 +5,10 @@ A batch of checkpoints costs four queries whatever its size: the rows,
 their channel values (each version once, however many checkpoints share
 it), the chains of the values stored as deltas, and their writes, in
 ``writes_sort_key`` order. One checkpoint (``get_tuple``, the hottest read)
-costs the same four, each compiled once (``persistence/compiled.py``); the
-latest's config says that a run follows it (``conflicts.py``).
+costs the same four, each compiled once (``persistence/compiled.py``), or
+on PostgreSQL two: the row, then one call of a function for the rest
+(``dialects/checkpoints.py``); the latest's config says that a run follows
+it (``conflicts.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.compiled import CompiledQuery, Slot, compile_once
 from anvia_django.persistence.databases import write_alias
+from anvia_django.persistence.dialects.checkpoints import read_in_one_statement
 from anvia_django.persistence.dialects.json_values import MetadataString
 
 from .conflicts import Following
@@ -180,8 +183,12 @@ def with_values(
         wanted[row.thread_id, row.checkpoint_ns].update(
             (channel, str(version)) for channel, version in versions.items()
         )
-    values = _values(serde, alias, wanted)
-    writes = _writes(serde, alias, rows)
+    found = None
+    write_rows: Iterable[Sequence[Any]] | None = None
+    if len(rows) == 1:
+        found, write_rows = _read_in_one_statement(alias, rows[0], wanted)
+    values = _values(serde, alias, wanted, found)
+    writes = _writes(serde, alias, _write_rows(alias, rows) if write_rows is None else write_rows)
     tuples = []
     for row, checkpoint in zip(rows, checkpoints, strict=True):
         channel_values = {}
@@ -222,21 +229,47 @@ class _Blob(NamedTuple):
     anchor_version: str | None
 
 
+def _read_in_one_statement(
+    alias: str, row: StoredCheckpoint, wanted: dict[tuple[str, str], set[tuple[str, str]]]
+) -> tuple[dict[tuple[str, str, str, str], _Blob] | None, list[tuple[Any, ...]] | None]:
+    """One checkpoint's value rows with their chains, and its write rows
+    (``_WRITE_COLUMNS``), read in one statement where the database can
+    (``dialects/checkpoints.py``); else (None, None)."""
+    thread_id, checkpoint_ns, checkpoint_id = row.thread_id, row.checkpoint_ns, row.checkpoint_id
+    read = read_in_one_statement(
+        alias,
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        sorted(wanted.get((thread_id, checkpoint_ns), ())),
+    )
+    if read is None:
+        return None, None
+    found = _keyed((thread_id, checkpoint_ns, *value) for value in read.values)
+    writes = [(thread_id, checkpoint_ns, checkpoint_id, *write) for write in read.writes]
+    return found, writes
+
+
 def _values(
-    serde: SerializerProtocol, alias: str, wanted: dict[tuple[str, str], set[tuple[str, str]]]
+    serde: SerializerProtocol,
+    alias: str,
+    wanted: dict[tuple[str, str], set[tuple[str, str]]],
+    found: dict[tuple[str, str, str, str], _Blob] | None = None,
 ) -> dict[tuple[str, str, str, str], Any]:
     """The values of ``wanted`` versions, by (thread, namespace, channel,
     version). A value stored as a delta (``deltas.py``) is put back together
     from its chain, whose rows a second query reads by their anchors; each
-    row is opened and loaded once however many values share it."""
+    row is opened and loaded once however many values share it. ``found``:
+    the rows of both, read already."""
     codec = codec_for(alias)
-    found = _blobs(alias, wanted)
-    anchors: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
-    for row in found.values():
-        if row.base_version is not None and row.anchor_version is not None:
-            anchors[row.thread_id, row.checkpoint_ns].add((row.channel, row.anchor_version))
-    if anchors:
-        found.update(_chains(alias, anchors))
+    if found is None:
+        found = _blobs(alias, wanted)
+        anchors: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+        for row in found.values():
+            if row.base_version is not None and row.anchor_version is not None:
+                anchors[row.thread_id, row.checkpoint_ns].add((row.channel, row.anchor_version))
+        if anchors:
+            found.update(_chains(alias, anchors))
     segments: dict[tuple[str, str, str, str], Any] = {}
 
     def segment(row: _Blob) -> Any:
@@ -404,13 +437,12 @@ def _keyed(rows: Iterable[Sequence[Any]]) -> dict[tuple[str, str, str, str], _Bl
 
 
 def _writes(
-    serde: SerializerProtocol, alias: str, rows: Sequence[StoredCheckpoint]
+    serde: SerializerProtocol, alias: str, rows: Iterable[Sequence[Any]]
 ) -> dict[tuple[str, str, str], list[tuple[str, str, Any]]]:
+    """The pending writes of ``rows`` (``_WRITE_COLUMNS``), opened and loaded."""
     codec = codec_for(alias)
     writes: dict[tuple[str, str, str], list[tuple[str, str, Any]]] = defaultdict(list)
-    for thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, kind, blob in _write_rows(
-        alias, rows
-    ):
+    for thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, kind, blob in rows:
         place = write_place(checkpoint_ns, checkpoint_id, task_id, idx)
         typed = codec.open_checkpoint_value(thread_id, place, (kind, as_bytes(blob)))
         writes[thread_id, checkpoint_ns, checkpoint_id].append(

@@ -31,7 +31,7 @@ from anvia_django.persistence.codec import codec_for
 from anvia_django.persistence.codec.base import CheckpointSealer
 from anvia_django.persistence.compiled import CompiledQuery, compile_once
 from anvia_django.persistence.databases import write_alias
-from anvia_django.persistence.dialects.checkpoint_puts import (
+from anvia_django.persistence.dialects.checkpoints import (
     STORED,
     CheckpointPut,
     PutOutcome,

@@ -1,5 +1,5 @@
 """Calling a database function that a migration created (PostgreSQL's
-append and LangGraph put functions): one statement, its first row."""
+append function, LangGraph's put and read functions): one statement."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ class FunctionMissing(Exception):
     """The database lacks the function: its migration has not run yet."""
 
 
-def call_function(using: str, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
-    """The first row ``sql`` (a call) returns on ``using``, or None.
-    Raises :class:`FunctionMissing` where the function does not exist."""
+def call_function(using: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """The rows ``sql`` (a call) returns on ``using``. Raises
+    :class:`FunctionMissing` where the function does not exist."""
     connection = connections[using]
     try:
         # Inside the caller's transaction a savepoint, so that a missing
@@ -25,13 +25,13 @@ def call_function(using: str, sql: str, params: Sequence[Any]) -> tuple[Any, ...
         if connection.in_atomic_block:
             with transaction.atomic(using=using), connection.cursor() as cursor:
                 cursor.execute(sql, params)
-                row = cursor.fetchone()
+                rows = cursor.fetchall()
         else:
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
-                row = cursor.fetchone()
+                rows = cursor.fetchall()
     except ProgrammingError as error:
         if getattr(error.__cause__, "sqlstate", None) != UNDEFINED_FUNCTION:
             raise
         raise FunctionMissing(sql) from error
-    return None if row is None else tuple(row)
+    return [tuple(row) for row in rows]

@@ -17,7 +17,7 @@ from anvia_django.persistence.codec import Codec
 from anvia_django.persistence.retry_check import is_retry
 
 from .base import AppendRequest, LockedConversation, NewMessages
-from .checkpoint_puts import forget_missing_put_function
+from .checkpoints import forget_missing_put_function
 from .functions import FunctionMissing, call_function
 from .statements import (
     HandWrittenInsert,
@@ -96,11 +96,13 @@ class PostgreSQLDialect(OnConflictUpsert, HandWrittenInsert):
             return None
         connection = connections[using]
         try:
-            row = call_function(using, _APPEND_CALL, self._call_params(connection, append))
+            rows = call_function(using, _APPEND_CALL, self._call_params(connection, append))
         except FunctionMissing:
             _note_missing_function(using)
             return None
-        return None if row is None else locked_from_row(connection, row, len(append.encoded))
+        if not rows:
+            return None
+        return locked_from_row(connection, rows[0], len(append.encoded))
 
     def appends_in_one_statement(self, using: str, codec: Codec) -> bool:
         # The function compares a retried tail in SQL: plain text only.

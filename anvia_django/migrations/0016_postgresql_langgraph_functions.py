@@ -1,6 +1,14 @@
 """PostgreSQL: a LangGraph checkpoint is stored by one call of
 ``anvia_django_langgraph_put`` (``integrations/langgraph/writes.py``), one
-round trip where the steps took seven. Its SQL is frozen here.
+round trip where the steps took seven, and its values, their chains and
+its pending writes are read by one call of ``anvia_django_langgraph_read``
+(``reads.py``), where queries took three. Their SQL is frozen here; as
+PL/pgSQL they keep their statements' plans for the connection's life,
+which Django's default client-side binding would not.
+
+The read function returns rows in three parts (0: the values asked for,
+1: the rows of their chains, 2: the writes in ``writes_sort_key`` order),
+read from one snapshot (``STABLE``).
 
 It does what the steps do, in their order: for a put that follows its
 thread's latest, lock the parent's row, then read the latest in a statement
@@ -17,12 +25,13 @@ from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-ARGUMENT_TYPES = (
+READ_ARGUMENT_TYPES = "text, text, text, text[], text[]"
+PUT_ARGUMENT_TYPES = (
     "text, text, text, text, text, text, bytea, text, timestamptz, boolean, "
     "text[], text[], text[], bytea[], text[], text[], smallint[], text[], text[]"
 )
 
-CREATE_FUNCTION = """CREATE OR REPLACE FUNCTION anvia_django_langgraph_put(
+CREATE_PUT_FUNCTION = """CREATE OR REPLACE FUNCTION anvia_django_langgraph_put(
     p_thread text, p_ns text, p_id text, p_parent text, p_run text, p_type text,
     p_checkpoint bytea, p_metadata text, p_now timestamptz, p_check boolean,
     p_channels text[], p_versions text[], p_types text[], p_blobs bytea[],
@@ -95,19 +104,69 @@ $put$
 """
 
 
-def create_function(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+CREATE_READ_FUNCTION = """CREATE OR REPLACE FUNCTION anvia_django_langgraph_read(
+    p_thread text, p_ns text, p_id text, p_channels text[], p_versions text[]
+) RETURNS TABLE (
+    out_part smallint, out_channel text, out_version text, out_type text, out_blob bytea,
+    out_base text, out_anchor text, out_task text, out_idx integer
+)
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off
+AS $read$
+BEGIN
+    RETURN QUERY SELECT 0::smallint, b."channel"::text, b."version"::text, b."type"::text,
+            b."blob", b."base_version"::text, b."anchor_version"::text, NULL::text,
+            NULL::integer
+        FROM "anvia_django_langgraphblob" b
+        JOIN unnest(p_channels, p_versions) AS w(channel, version)
+            ON b."channel" = w.channel AND b."version" = w.version
+        WHERE b."thread_id" = p_thread AND b."checkpoint_ns" = p_ns;
+    RETURN QUERY WITH a AS (
+            SELECT DISTINCT b."channel", b."anchor_version"
+            FROM "anvia_django_langgraphblob" b
+            JOIN unnest(p_channels, p_versions) AS w(channel, version)
+                ON b."channel" = w.channel AND b."version" = w.version
+            WHERE b."thread_id" = p_thread AND b."checkpoint_ns" = p_ns
+                AND b."base_version" IS NOT NULL
+        )
+        SELECT 1::smallint, c."channel"::text, c."version"::text, c."type"::text, c."blob",
+            c."base_version"::text, c."anchor_version"::text, NULL::text, NULL::integer
+        FROM a JOIN "anvia_django_langgraphblob" c
+            ON c."thread_id" = p_thread AND c."checkpoint_ns" = p_ns
+                AND c."channel" = a."channel" AND c."anchor_version" = a."anchor_version"
+        UNION ALL
+        SELECT 1::smallint, c."channel"::text, c."version"::text, c."type"::text, c."blob",
+            c."base_version"::text, c."anchor_version"::text, NULL::text, NULL::integer
+        FROM a JOIN "anvia_django_langgraphblob" c
+            ON c."thread_id" = p_thread AND c."checkpoint_ns" = p_ns
+                AND c."channel" = a."channel" AND c."version" = a."anchor_version";
+    RETURN QUERY SELECT 2::smallint, w."channel"::text, NULL::text, w."type"::text, w."blob",
+            NULL::text, NULL::text, w."task_id"::text, w."idx"
+        FROM "anvia_django_langgraphwrite" w
+        WHERE w."thread_id" = p_thread AND w."checkpoint_ns" = p_ns AND w."checkpoint_id" = p_id
+        ORDER BY w."task_path", w."task_id", w."idx";
+END
+$read$
+"""
+
+
+def create_functions(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE_FUNCTION, params=None)
+        schema_editor.execute(CREATE_PUT_FUNCTION, params=None)
+        schema_editor.execute(CREATE_READ_FUNCTION, params=None)
 
 
-def drop_function(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+def drop_functions(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(
-            f"DROP FUNCTION IF EXISTS anvia_django_langgraph_put({ARGUMENT_TYPES})"
+            f"DROP FUNCTION IF EXISTS anvia_django_langgraph_put({PUT_ARGUMENT_TYPES})"
+        )
+        schema_editor.execute(
+            f"DROP FUNCTION IF EXISTS anvia_django_langgraph_read({READ_ARGUMENT_TYPES})"
         )
 
 
 class Migration(migrations.Migration):
     dependencies = [("anvia_django", "0015_langgraph_blob_deltas")]
 
-    operations = [migrations.RunPython(create_function, drop_function, elidable=False)]
+    operations = [migrations.RunPython(create_functions, drop_functions, elidable=False)]

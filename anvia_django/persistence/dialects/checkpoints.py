@@ -1,11 +1,16 @@
-"""A LangGraph checkpoint stored in one statement, where the database can.
+"""A LangGraph checkpoint stored, and read, in one statement where the
+database can.
 
 PostgreSQL: one call of ``anvia_django_langgraph_put`` (migration 0016,
 its SQL frozen there), one round trip in autocommit its own transaction,
 where the saver's steps take seven (BEGIN, two locks, the bases' digests,
-two INSERTs, COMMIT). It checks and stores as the steps do
-(``integrations/langgraph/writes.py``). Elsewhere, under the generic
-dialect, or before the migration ran: None, and the caller takes the steps.
+two INSERTs, COMMIT); it checks and stores as the steps do
+(``integrations/langgraph/writes.py``). And one call of
+``anvia_django_langgraph_read`` for a checkpoint's values, their chains
+and its writes, where the compiled queries take three (``reads.py``).
+Both keep their plans for the connection's life. Elsewhere, under the
+generic dialect, or before the migration ran: None, and the caller takes
+the steps.
 """
 
 from __future__ import annotations
@@ -73,22 +78,72 @@ class PutOutcome:
 
 STORED = PutOutcome()
 
+_READ_CALL = (
+    "SELECT * FROM anvia_django_langgraph_read(%s::text, %s::text, %s::text, %s::text[], "
+    "%s::text[])"
+)
+VALUES, CHAINS, WRITES = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRead:
+    values: list[tuple[Any, ...]]
+    """(channel, version, type, blob, base_version, anchor_version): the
+    values asked for and the rows of their chains."""
+    writes: list[tuple[Any, ...]]
+    """(task_id, idx, channel, type, blob), in ``writes_sort_key`` order."""
+
+
 _without_function: set[str] = set()
-"""Aliases whose database lacks the function (migrations not applied yet)."""
+"""Aliases whose database lacks the functions (migrations not applied yet)."""
 
 
 def forget_missing_put_function(**kwargs: object) -> None:
-    """After ``migrate`` (``post_migrate``): look for the function again."""
+    """After ``migrate`` (``post_migrate``): look for the functions again."""
     _without_function.clear()
+
+
+def read_in_one_statement(
+    using: str,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    versions: Sequence[tuple[str, str]],
+) -> CheckpointRead | None:
+    """The (channel, version) ``versions`` of a thread's namespace with the
+    rows of their chains, and the pending writes of ``checkpoint_id``, in
+    one statement; None where the database cannot."""
+    if not _has_functions(using):
+        return None
+    params = [
+        *(thread_id, checkpoint_ns, checkpoint_id),
+        *([channel for channel, _ in versions], [version for _, version in versions]),
+    ]
+    try:
+        rows = call_function(using, _READ_CALL, params)
+    except FunctionMissing:
+        _without_function.add(using)
+        return None
+    read = CheckpointRead([], [])
+    for part, channel, version, kind, blob, base, anchor, task_id, idx in rows:
+        if part == WRITES:
+            read.writes.append((task_id, idx, channel, kind, blob))
+        else:
+            read.values.append((channel, version, kind, blob, base, anchor))
+    return read
+
+
+def _has_functions(using: str) -> bool:
+    from . import dialect_for
+    from .postgresql import PostgreSQLDialect
+
+    return isinstance(dialect_for(using), PostgreSQLDialect) and using not in _without_function
 
 
 def put_in_one_statement(using: str, put: CheckpointPut) -> PutOutcome | None:
     """Check and store ``put`` in one statement, or None where the database
     cannot (the caller then takes the steps)."""
-    from . import dialect_for
-    from .postgresql import PostgreSQLDialect
-
-    if not isinstance(dialect_for(using), PostgreSQLDialect) or using in _without_function:
+    if not _has_functions(using):
         return None
     connection = connections[using]
     meta = LangGraphCheckpoint._meta
@@ -110,12 +165,10 @@ def put_in_one_statement(using: str, put: CheckpointPut) -> PutOutcome | None:
         [value.base_digest for value in values],
     ]
     try:
-        row = call_function(using, _CALL, params)
+        ((conflict, latest, stale),) = call_function(using, _CALL, params)
     except FunctionMissing:
         _without_function.add(using)
         return None
-    assert row is not None  # the function returns one row
-    conflict, latest, stale = row
     if conflict:
         return PutOutcome(conflict=True, latest=latest)
     if stale:
