@@ -15,6 +15,7 @@ class AnviaDjangoConfig(AppConfig):
         from .migration_guards import refuse_unsafe_reversals
         from .persistence.codec import codec_for
         from .persistence.dialects import forget_missing_functions
+        from .persistence.dialects.checkpoints import forget_missing_checkpoint_functions
         from .persistence.dialects.collation import exact_collation
 
         checks.register()
@@ -22,7 +23,8 @@ class AnviaDjangoConfig(AppConfig):
         # which imports them: so they are handed over here.
         fields.codec_for = codec_for
         fields.exact_collation = exact_collation
-        # A process that appended before ``migrate`` created the append
-        # function looks for it again.
+        # A process that appended (or stored a LangGraph checkpoint) before
+        # ``migrate`` created the functions looks for them again.
         post_migrate.connect(forget_missing_functions, sender=self)
+        post_migrate.connect(forget_missing_checkpoint_functions, sender=self)
         pre_migrate.connect(refuse_unsafe_reversals, sender=self)

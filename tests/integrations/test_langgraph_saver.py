@@ -23,11 +23,8 @@ from anvia_django.integrations.langgraph.models import (
 )
 from anvia_django.models import DataKey
 from anvia_django.persistence.codec.reencrypt import renew_keys
-from anvia_django.persistence.dialects import (
-    PostgreSQLDialect,
-    dialect_for,
-    forget_missing_functions,
-)
+from anvia_django.persistence.dialects import PostgreSQLDialect, dialect_for
+from anvia_django.persistence.dialects.checkpoints import forget_missing_checkpoint_functions
 from tests.encryption.support import KEY_1, KEY_2, encryption
 
 SECRET = "the launch code is 0000"
@@ -125,7 +122,7 @@ def test_without_the_functions_puts_and_reads_run_in_steps() -> None:
             latest = saver.get_tuple(THREAD_1)
         assert statements(read) == 4
     finally:
-        forget_missing_functions()
+        forget_missing_checkpoint_functions()
     assert latest is not None
     assert checkpoint_id(latest.config) == checkpoint_id(configs[-1])
     assert latest.checkpoint["channel_values"]["messages"] == [f"{SECRET} #{n}" for n in range(3)]

@@ -98,7 +98,7 @@ _without_function: set[str] = set()
 """Aliases whose database lacks the functions (migrations not applied yet)."""
 
 
-def forget_missing_put_function(**kwargs: object) -> None:
+def forget_missing_checkpoint_functions(**kwargs: object) -> None:
     """After ``migrate`` (``post_migrate``): look for the functions again."""
     _without_function.clear()
 

@@ -17,7 +17,6 @@ from anvia_django.persistence.codec import Codec
 from anvia_django.persistence.retry_check import is_retry
 
 from .base import AppendRequest, LockedConversation, NewMessages
-from .checkpoints import forget_missing_put_function
 from .functions import FunctionMissing, call_function
 from .statements import (
     HandWrittenInsert,
@@ -67,9 +66,8 @@ _without_append_function: set[str] = set()
 
 
 def forget_missing_functions(**kwargs: object) -> None:
-    """After ``migrate`` (``post_migrate``): look for the functions again."""
+    """After ``migrate`` (``post_migrate``): look for the append function again."""
     _without_append_function.clear()
-    forget_missing_put_function()
 
 
 class PostgreSQLDialect(OnConflictUpsert, HandWrittenInsert):
