@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import CheckpointTuple, create_checkpoint, empty_checkpoint
 
 from anvia_django.integrations.langgraph import ConcurrentRunError, DjangoSaver, conflicts
+from anvia_django.integrations.langgraph.places import FOLLOWS_LATEST
 from tests.concurrently import Job, run_at_once
 
 from . import langgraph_workers
@@ -204,3 +207,58 @@ def test_a_first_run_is_refused_after_another_run_stored_a_whole_turn() -> None:
     checkpoints = list(saver.list(thread("twice")))
     assert len(checkpoints) == CHECKPOINTS_A_TURN  # the late run stored none
     assert_one_line(checkpoints)
+
+
+def next_checkpoint(step: int) -> Any:
+    checkpoint = create_checkpoint(empty_checkpoint(), None, step)
+    checkpoint["channel_values"] = {"count": step}
+    checkpoint["channel_versions"] = {"count": step}
+    return checkpoint
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_put_queued_on_the_parents_lock_is_refused_inside_a_callers_transaction() -> None:
+    # The window the check closes, forced: another run's put holds the
+    # parent's lock (its transaction still open) when this put asks for it,
+    # and commits a child only then. This put reads the latest after the
+    # lock (PostgreSQL: a statement of its own inside
+    # anvia_django_langgraph_put; MariaDB: a locking read; SQLite: the write
+    # lock) and is refused; run inside the caller's transaction, it leaves
+    # that transaction usable.
+    saver = DjangoSaver()
+    root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    parent = saver.put(root, next_checkpoint(1), {"step": 1}, {"count": 1})
+    following = {"configurable": {**parent["configurable"], FOLLOWS_LATEST: True}}
+    holding = threading.Event()
+
+    def other_run() -> str:
+        try:
+            with transaction.atomic():
+                stored = DjangoSaver().put(following, next_checkpoint(2), {"step": 2}, {"count": 2})
+                holding.set()
+                time.sleep(0.5)  # this put is queued on the lock meanwhile
+            return str(stored["configurable"]["checkpoint_id"])
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        child = pool.submit(other_run)
+        assert holding.wait(timeout=30)
+        with transaction.atomic():
+            with pytest.raises(ConcurrentRunError) as refused:
+                saver.put(following, next_checkpoint(3), {"step": 3}, {"count": 3})
+            # The caller's transaction goes on: a branch on purpose is stored.
+            named = {"configurable": dict(parent["configurable"])}
+            branch = saver.put(named, next_checkpoint(4), {"step": 4}, {"count": 4})
+        child_id = child.result(timeout=30)
+
+    assert refused.value.latest == child_id
+    stored = {
+        found.config["configurable"]["checkpoint_id"]: found.checkpoint["channel_values"]["count"]
+        for found in saver.list(root)
+    }
+    assert stored == {
+        parent["configurable"]["checkpoint_id"]: 1,
+        child_id: 2,
+        branch["configurable"]["checkpoint_id"]: 4,
+    }

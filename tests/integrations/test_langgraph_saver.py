@@ -46,7 +46,7 @@ def step(saver: DjangoSaver, parent: Any, values: dict[str, Any], versions: dict
 
 def statements(captured: CaptureQueriesContext) -> int:
     return sum(
-        not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))
+        not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT"))
         for query in captured.captured_queries
     )
 
@@ -55,11 +55,17 @@ def checkpoint_id(config: Any) -> str:
     return str(config["configurable"]["checkpoint_id"])
 
 
-def grow(saver: DjangoSaver, thread_id: str, turns: int) -> list[Any]:
-    """``turns`` checkpoints: "messages" changes every time, "system" never."""
-    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+def grow(saver: DjangoSaver, thread_id: str, turns: int, *, after: Any = None) -> list[Any]:
+    """``turns`` checkpoints: "messages" changes every time, "system" never;
+    from the thread's start, or after ``after`` (a config of the thread)."""
+    config: Any = after or {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    done = 0
+    if after is not None:
+        previous = saver.get_tuple(after)
+        assert previous is not None
+        done = len(previous.checkpoint["channel_values"]["messages"])
     configs = []
-    for turn in range(1, turns + 1):
+    for turn in range(done + 1, done + turns + 1):
         values = {"system": "be brief", "messages": [f"{SECRET} #{n}" for n in range(turn)]}
         config = step(saver, config, values, {"system": 1, "messages": turn})
         configs.append(config)
@@ -110,23 +116,36 @@ def test_a_put_is_one_statement_on_postgresql_and_a_tasks_writes_one_everywhere(
 
 @pytest.mark.postgres
 @pytest.mark.django_db
-def test_without_the_functions_puts_and_reads_run_in_steps() -> None:
-    # As before ``migrate`` created them; the test's transaction restores them.
+@pytest.mark.parametrize("dropped", ["read", "put"])
+def test_without_a_function_puts_and_reads_run_in_steps(
+    dropped: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As before ``migrate`` created it; the test's transaction restores it.
+    saver = DjangoSaver()
+    configs = grow(saver, "t1", 2)
     with connection.cursor() as cursor:
-        cursor.execute("DROP FUNCTION anvia_django_langgraph_put")
-        cursor.execute("DROP FUNCTION anvia_django_langgraph_read")
+        cursor.execute(f"DROP FUNCTION anvia_django_langgraph_{dropped}")
     try:
-        saver = DjangoSaver()
-        configs = grow(saver, "t1", 3)
         with CaptureQueriesContext(connection) as read:
-            latest = saver.get_tuple(THREAD_1)
-        assert statements(read) == 4
+            latest = saver.get_tuple(THREAD_1)  # the read finds its function missing
+        configs += grow(saver, "t1", 2, after=configs[-1])
+        again = saver.get_tuple(THREAD_1)
     finally:
         forget_missing_checkpoint_functions()
     assert latest is not None
-    assert checkpoint_id(latest.config) == checkpoint_id(configs[-1])
-    assert latest.checkpoint["channel_values"]["messages"] == [f"{SECRET} #{n}" for n in range(3)]
-    assert LangGraphCheckpoint.objects.count() == 3
+    assert again is not None
+    assert checkpoint_id(latest.config) == checkpoint_id(configs[1])
+    assert checkpoint_id(again.config) == checkpoint_id(configs[-1])
+    assert again.checkpoint["channel_values"]["messages"] == [f"{SECRET} #{n}" for n in range(4)]
+    assert LangGraphCheckpoint.objects.count() == 4
+    # Read in steps: the row, the failed call (in its savepoint), then three queries.
+    assert statements(read) == (1 + 4 if dropped == "read" else 2)
+    # Said once, not on every call.
+    assert [record.getMessage() for record in caplog.records].count(
+        "The database of alias 'default' lacks the LangGraph functions of migration 0016: "
+        "checkpoints are stored and read in steps until `manage.py migrate` has run "
+        "(and this process has restarted, unless it ran it)."
+    ) == 1
 
 
 @pytest.mark.django_db

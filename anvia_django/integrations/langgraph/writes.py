@@ -38,6 +38,7 @@ from anvia_django.persistence.dialects.checkpoints import (
     ValueRow,
     put_in_one_statement,
 )
+from anvia_django.persistence.one_statement import one_statement
 
 from . import conflicts, deltas, inserts, reads
 from .models import LangGraphBlob, LangGraphCheckpoint, LangGraphWrite
@@ -155,8 +156,8 @@ def _value_rows(
             typed = serde.dumps_typed(values[channel])
         else:
             typed = (EMPTY, None)
-        if typed[1] is not None and seal is not None:
-            typed = seal(blob_place(checkpoint_ns, channel, key), (typed[0], typed[1]))
+        if typed[0] != EMPTY and seal is not None:
+            typed = seal(blob_place(checkpoint_ns, channel, key), typed)
         rows.append(
             ValueRow(
                 channel,
@@ -182,9 +183,12 @@ def _put_in_steps(alias: str, put: CheckpointPut) -> PutOutcome:
                 alias, put.thread_id, put.checkpoint_ns, put.parent_id
             )
             if latest != put.parent_id:
+                # Rolled back: the locks taken go now, not with a caller's transaction.
+                transaction.set_rollback(True, using=alias)
                 return PutOutcome(conflict=True, latest=latest)
         stale = _stale_bases(alias, put)
         if stale:
+            transaction.set_rollback(True, using=alias)
             return PutOutcome(stale=stale)
         if put.values:
             blobs = [
@@ -296,10 +300,7 @@ def put_writes(
         replace: tuple[str, ...] = ("task_path", "channel", "type", "blob")
     else:
         replace = ()
-    # One statement: atomic on its own (a transaction around it would cost
-    # BEGIN and COMMIT round trips); in a caller's transaction, a failure
-    # marks it for rollback, as Model.save() does.
-    with transaction.mark_for_rollback_on_error(using=alias):
+    with one_statement(alias):
         inserts.insert(
             alias, LangGraphWrite, _WRITE_COLUMNS, rows, keep=_WRITE_KEY, replace=replace
         )

@@ -15,6 +15,7 @@ the steps.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,6 +79,8 @@ class PutOutcome:
 
 STORED = PutOutcome()
 
+logger = logging.getLogger(__name__)
+
 _READ_CALL = (
     "SELECT * FROM anvia_django_langgraph_read(%s::text, %s::text, %s::text, %s::text[], "
     "%s::text[])"
@@ -122,7 +125,7 @@ def read_in_one_statement(
     try:
         rows = call_function(using, _READ_CALL, params)
     except FunctionMissing:
-        _without_function.add(using)
+        _note_missing_functions(using)
         return None
     read = CheckpointRead([], [])
     for part, channel, version, kind, blob, base, anchor, task_id, idx in rows:
@@ -131,6 +134,19 @@ def read_in_one_statement(
         else:
             read.values.append((channel, version, kind, blob, base, anchor))
     return read
+
+
+def _note_missing_functions(using: str) -> None:
+    """Store and read in steps on ``using`` until the next ``migrate`` in
+    this process (another process: until it restarts), and say so once."""
+    if using not in _without_function:
+        _without_function.add(using)
+        logger.warning(
+            "The database of alias %r lacks the LangGraph functions of migration "
+            "0016: checkpoints are stored and read in steps until `manage.py migrate` "
+            "has run (and this process has restarted, unless it ran it).",
+            using,
+        )
 
 
 def _has_functions(using: str) -> bool:
@@ -165,9 +181,11 @@ def put_in_one_statement(using: str, put: CheckpointPut) -> PutOutcome | None:
         [value.base_digest for value in values],
     ]
     try:
-        ((conflict, latest, stale),) = call_function(using, _CALL, params)
+        ((conflict, latest, stale),) = call_function(
+            using, _CALL, params, wrote=lambda rows: not rows[0][0] and not rows[0][2]
+        )
     except FunctionMissing:
-        _without_function.add(using)
+        _note_missing_functions(using)
         return None
     if conflict:
         return PutOutcome(conflict=True, latest=latest)
