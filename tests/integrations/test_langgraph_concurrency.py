@@ -228,7 +228,7 @@ def test_a_put_queued_on_the_parents_lock_is_refused_inside_a_callers_transactio
     saver = DjangoSaver()
     root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     parent = saver.put(root, next_checkpoint(1), {"step": 1}, {"count": 1})
-    following = {"configurable": {**parent["configurable"], FOLLOWS_LATEST: True}}
+    following: Any = {"configurable": {**parent["configurable"], FOLLOWS_LATEST: True}}
     holding = threading.Event()
 
     def other_run() -> str:
@@ -248,7 +248,7 @@ def test_a_put_queued_on_the_parents_lock_is_refused_inside_a_callers_transactio
             with pytest.raises(ConcurrentRunError) as refused:
                 saver.put(following, next_checkpoint(3), {"step": 3}, {"count": 3})
             # The caller's transaction goes on: a branch on purpose is stored.
-            named = {"configurable": dict(parent["configurable"])}
+            named: Any = {"configurable": dict(parent["configurable"])}
             branch = saver.put(named, next_checkpoint(4), {"step": 4}, {"count": 4})
         child_id = child.result(timeout=30)
 
