@@ -45,10 +45,9 @@ def step(saver: DjangoSaver, parent: Any, values: dict[str, Any], versions: dict
 
 
 def statements(captured: CaptureQueriesContext) -> int:
-    return sum(
-        not query["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT"))
-        for query in captured.captured_queries
-    )
+    """The statements on the saver's tables and functions (not the data
+    keys' of a run with encryption on, nor the test transaction's savepoints)."""
+    return sum("langgraph" in query["sql"] for query in captured.captured_queries)
 
 
 def checkpoint_id(config: Any) -> str:
@@ -120,6 +119,8 @@ def test_a_put_is_one_statement_on_postgresql_and_a_tasks_writes_one_everywhere(
 def test_without_a_function_puts_and_reads_run_in_steps(
     dropped: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    if not isinstance(dialect_for("default"), PostgreSQLDialect):
+        pytest.skip("the functions are PostgreSQL's dialect's")
     # As before ``migrate`` created it; the test's transaction restores it.
     saver = DjangoSaver()
     configs = grow(saver, "t1", 2)
