@@ -22,7 +22,10 @@ machine: the slow rounds are other work's):
 - get_tuple of the latest checkpoint of a 50-turn thread;
 - list of 100 checkpoints of that thread (every tuple with its values);
 - the async API of ``DjangoSaver`` for the first two (``aput``/``aput_writes``,
-  ``aget_tuple``), with the official async saver beside it where there is one.
+  ``aget_tuple``), with the official async saver beside it where there is one;
+- on PostgreSQL, the first three again through Django's server-side binding
+  (the settings' ``prepared`` alias: psycopg's server-side cursor, statements
+  prepared on reuse), the driver settings ``PostgresSaver`` runs with.
 
 Once per saver: the bytes its value columns hold after ``--turns`` turns (the
 database's stored size of each column: ``pg_column_size`` on PostgreSQL,
@@ -74,10 +77,12 @@ from anvia_django.integrations.langgraph.places import FOLLOWS_LATEST  # noqa: E
 
 from . import settings as bench_settings  # noqa: E402
 from .database import create_fresh_database, pg_conninfo  # noqa: E402
+from .settings import PREPARED_ALIAS  # noqa: E402
 
 TIMED_TURNS = 50
 LIST_SIZE = 100
 ANVIA = "DjangoSaver"
+ANVIA_PREPARED = "DjangoSaver, server-side binding"
 
 
 WORDS = [
@@ -307,10 +312,16 @@ def main(rounds: int, turns: int, long: int) -> None:
         expected = savers[0][1].get_tuple(latest)
         assert expected is not None
         assert len(list(savers[0][1].list(latest, limit=LIST_SIZE))) == LIST_SIZE
+        # The same tables through Django's server-side binding (psycopg's
+        # Cursor, statements prepared on reuse), a setting of Django's own:
+        # the timed lanes only, its history the default alias's.
+        timed_savers = list(savers)
+        if PREPARED_ALIAS in settings.DATABASES:
+            timed_savers.insert(1, (ANVIA_PREPARED, DjangoSaver(using=PREPARED_ALIAS)))
         for round_number in range(rounds):
-            order = savers if round_number % 2 == 0 else list(reversed(savers))
+            order = timed_savers if round_number % 2 == 0 else list(reversed(timed_savers))
             for system, saver in order:
-                thread = f"put-{round_number}"
+                thread = f"put-{round_number}" + ("-prepared" if system == ANVIA_PREPARED else "")
 
                 def put_step(i: int, saver: Any = saver, thread: str = thread) -> None:
                     replay(saver, steps[i], thread)
@@ -343,6 +354,8 @@ def main(rounds: int, turns: int, long: int) -> None:
             once[system, "delete"] = (time.perf_counter() - started) * 1e3
     connections.close_all()
     report(rounds, turns, long, transcript, [s for s, _ in savers], results, once)
+    if (ANVIA_PREPARED, "put") in results:
+        prepared_report(results, savers[1][0])
 
 
 def asynchronous(
@@ -442,6 +455,22 @@ def report(
             f"| {system} | {stored:,.0f} | {stored / transcript:.1f}x | "
             f"{'n/a' if prune is None else f'{prune:,.0f}'} | {once[system, 'delete']:,.0f} |"
         )
+    print()
+
+
+def prepared_report(results: dict[tuple[str, str], list[float]], official: str) -> None:
+    print(
+        f"{ANVIA_PREPARED} (OPTIONS server_side_binding and prepare_threshold, "
+        "the same tables), timed in the same rounds:"
+    )
+    print()
+    print(f"| call | {ANVIA_PREPARED} | {official} | ratio | ratio of the fastest rounds |")
+    print("|---|---:|---:|---:|---:|")
+    for lane, label in (("put", "put + put_writes"), ("get", "get_tuple"), ("list", "list")):
+        mine = statistics.median(results[ANVIA_PREPARED, lane])
+        theirs = statistics.median(results[official, lane])
+        fastest = min(results[ANVIA_PREPARED, lane]) / min(results[official, lane])
+        print(f"| {label} | {mine:,.0f} | {theirs:,.0f} | {mine / theirs:.2f} | {fastest:.2f} |")
     print()
 
 
