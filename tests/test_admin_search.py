@@ -105,3 +105,15 @@ def test_a_search_page_costs_the_same_queries_whatever_its_rows(client: Client) 
         append_messages(append_input(f"more-{number}", [user("needle and thread")]))
     assert count(CONVERSATIONS, {"q": "needle"}) == listing
     assert count(MESSAGES, {"q": "needle"}) == messages
+
+
+def test_ids_are_searched_exactly_case_included(client: Client) -> None:
+    # Session and run ids are case-sensitive keys: "Case-A" and "case-a" are
+    # two sessions, and an exact search (not "=field", which ignores case
+    # and reads no index on PostgreSQL) finds one.
+    append_messages(append_input("Case-A", [user("hello")], run_id="Run-A"))
+    append_messages(append_input("case-a", [user("hello")], run_id="run-a"))
+    for q in ("Case-A", "Run-A"):
+        content = client.get(MESSAGES, {"q": q}).content.decode()
+        assert links_of(content, "Case-A")
+        assert not links_of(content, "case-a")

@@ -15,7 +15,7 @@ from .records import ConversationColumnMixin
 
 class AdkSessionAdmin(ConversationColumnMixin):
     list_display = ("conversation_link", "app_name", "user_id", "updated_at")
-    search_fields = ("=conversation__session_id", "=user_id", "=app_name")
+    search_fields = ("conversation__session_id__exact", "user_id__exact", "app_name__exact")
     search_help_text = "Exact session id, user id or app name."
     # The primary key's index: newest sessions first at any table size.
     ordering = ("-id",)

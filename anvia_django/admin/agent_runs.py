@@ -21,7 +21,11 @@ class AgentRunAdmin(ConversationColumnMixin):
         "started_at",
     )
     list_filter = ("status", ("started_at", admin.DateFieldListFilter))
-    search_fields = ("=run_id", "=conversation__session_id", "=conversation__user_id")
+    search_fields = (
+        "run_id__exact",
+        "conversation__session_id__exact",
+        "conversation__user_id__exact",
+    )
     search_help_text = "Exact run id, session id or user id."
     # Served by the started_at index.
     ordering = ("-started_at",)

@@ -73,7 +73,7 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
         "in_transcript",
     )
     list_filter = (RoleFilter,)
-    search_fields = ("=run_id", "=conversation__session_id")
+    search_fields = ("run_id__exact", "conversation__session_id__exact")
     search_help_text = "Exact run id or session id, or words of the message's text."
     # Served by the (conversation, position) constraint's index.
     ordering = ("conversation_id", "position")
@@ -118,7 +118,7 @@ class MemoryMessageAdmin(MessageTextSearchMixin, ConversationColumnMixin):
 
 class FailedRunAdmin(ConversationColumnMixin):
     list_display = ("run_id", "conversation_link", "error_type", "created_at")
-    search_fields = ("=run_id", "=conversation__session_id", "error_type")
+    search_fields = ("run_id__exact", "conversation__session_id__exact", "error_type")
     search_help_text = "Exact run id or session id, or part of the error type."
     ordering = ("-created_at", "-id")
     show_full_result_count = False
@@ -174,7 +174,7 @@ class MemorySummaryAdmin(ConversationColumnMixin):
     """Every compaction summary; the conversation page shows the newest few."""
 
     list_display = ("covers", "conversation_link", "summary_preview", "created_at")
-    search_fields = ("=conversation__session_id",)
+    search_fields = ("conversation__session_id__exact",)
     search_help_text = "Exact session id."
     # Newest first; a conversation's summaries are created in covers order.
     ordering = ("-id",)
