@@ -27,7 +27,7 @@ from anvia_django.models import LangGraphCheckpoint
 
 from .functions import FunctionMissing, call_function
 
-_CALL = (
+_PUT_CALL = (
     "SELECT * FROM anvia_django_langgraph_put("
     "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bytea, %s::text, "
     "%s::timestamptz, %s::boolean, %s::text[], %s::text[], %s::text[], %s::bytea[], "
@@ -182,7 +182,7 @@ def put_in_one_statement(using: str, put: CheckpointPut) -> PutOutcome | None:
     ]
     try:
         ((conflict, latest, stale),) = call_function(
-            using, _CALL, params, wrote=lambda rows: not rows[0][0] and not rows[0][2]
+            using, _PUT_CALL, params, wrote=lambda rows: not rows[0][0] and not rows[0][2]
         )
     except FunctionMissing:
         _note_missing_functions(using)
