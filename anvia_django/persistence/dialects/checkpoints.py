@@ -25,7 +25,9 @@ from django.db import connections
 
 from anvia_django.models import LangGraphCheckpoint
 
+from . import dialect_for
 from .functions import FunctionMissing, call_function
+from .postgresql import PostgreSQLDialect
 
 _PUT_CALL = (
     "SELECT * FROM anvia_django_langgraph_put("
@@ -150,9 +152,6 @@ def _note_missing_functions(using: str) -> None:
 
 
 def _has_functions(using: str) -> bool:
-    from . import dialect_for
-    from .postgresql import PostgreSQLDialect
-
     return isinstance(dialect_for(using), PostgreSQLDialect) and using not in _without_function
 
 
